@@ -1,0 +1,107 @@
+//! `FiberError`: one variant per way a switch can fail; `Display` is Ruby's message.
+
+use std::any::Any;
+use std::fmt;
+
+/// Why a [`resume`](super::Fiber::resume), [`transfer`](super::Fiber::transfer) or
+/// [`yield_now`](super::yield_now) did not switch, or what ended the fiber it switched to.
+///
+/// The misuse variants are checked before any switch, so the caller keeps running
+/// and nothing changes state. Their `Display` text is MRI 3.1's `FiberError` message.
+///
+/// # Examples
+///
+/// ```
+/// use neverblock::fiber::{Fiber, FiberError};
+///
+/// let f = Fiber::new(|x: i32| x).unwrap();
+/// assert_eq!(f.resume(1).unwrap(), 1);
+/// let err = f.resume(2).unwrap_err();
+/// assert!(matches!(err, FiberError::Terminated));
+/// assert_eq!(err.to_string(), "attempt to resume a terminated fiber");
+/// ```
+#[non_exhaustive]
+pub enum FiberError {
+    /// Resuming a fiber that has finished.
+    Terminated,
+    /// A fiber resuming itself.
+    ResumeCurrent,
+    /// Resuming a fiber that was resumed and has not yielded back yet.
+    DoubleResume,
+    /// Resuming a fiber that is itself resuming another (the root, for instance).
+    ResumeResuming,
+    /// Resuming a fiber that is suspended in `transfer`.
+    ResumeTransferring,
+    /// `yield_now` from the root, or from a fiber started or continued by `transfer`.
+    YieldNotResumed,
+    /// Transferring to a fiber suspended in `yield_now`.
+    TransferToYielding,
+    /// Transferring to a fiber that is resuming another.
+    TransferToResuming,
+    /// Transferring to a fiber that has finished.
+    TransferToTerminated,
+    /// The fiber switched to panicked; it is terminated, and this is the payload.
+    Panicked(Box<dyn Any + Send>),
+    /// The value that arrived is not of the type the receiving call expects
+    /// (handles of different value types were mixed on one fiber).
+    TypeMismatch {
+        /// The type the receiving call expects.
+        expected: &'static str,
+        /// The type that was sent.
+        found: &'static str,
+    },
+    /// A switch was attempted by code running in a dropped fiber's destructors.
+    Unwinding,
+}
+
+impl FiberError {
+    /// The panic message, when this is a [`FiberError::Panicked`] whose payload is a string.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock::fiber::Fiber;
+    ///
+    /// let f = Fiber::new(|_: ()| panic!("boom")).unwrap();
+    /// assert_eq!(f.resume(()).unwrap_err().panic_message(), Some("boom"));
+    /// ```
+    pub fn panic_message(&self) -> Option<&str> {
+        let FiberError::Panicked(payload) = self else { return None };
+        payload
+            .downcast_ref::<&'static str>()
+            .copied()
+            .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+    }
+}
+
+impl fmt::Display for FiberError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FiberError::Terminated => f.write_str("attempt to resume a terminated fiber"),
+            FiberError::ResumeCurrent => f.write_str("attempt to resume the current fiber"),
+            FiberError::DoubleResume => f.write_str("attempt to resume a resumed fiber (double resume)"),
+            FiberError::ResumeResuming => f.write_str("attempt to resume a resuming fiber"),
+            FiberError::ResumeTransferring => f.write_str("attempt to resume a transferring fiber"),
+            FiberError::YieldNotResumed => f.write_str("attempt to yield on a not resumed fiber"),
+            FiberError::TransferToYielding => f.write_str("attempt to transfer to a yielding fiber"),
+            FiberError::TransferToResuming => f.write_str("attempt to transfer to a resuming fiber"),
+            FiberError::TransferToTerminated => f.write_str("attempt to transfer to a terminated fiber"),
+            FiberError::Panicked(_) => match self.panic_message() {
+                Some(message) => write!(f, "the fiber panicked: {message}"),
+                None => f.write_str("the fiber panicked"),
+            },
+            FiberError::TypeMismatch { expected, found } => {
+                write!(f, "a fiber expected a value of type {expected} but was sent {found}")
+            }
+            FiberError::Unwinding => f.write_str("attempt to switch fibers while a dropped fiber unwinds"),
+        }
+    }
+}
+
+impl fmt::Debug for FiberError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "FiberError({self})")
+    }
+}
+
+impl std::error::Error for FiberError {}

@@ -1,0 +1,406 @@
+//! Fibers with Ruby's semantics: `resume`, `yield`, `transfer`.
+//!
+//! A [`Fiber`] is a function with a stack of its own. Creating one runs nothing;
+//! [`Fiber::resume`] runs it until it calls [`yield_now`] or returns, and the value
+//! passed to `resume` is the body's argument the first time and the result of
+//! `yield_now` after. [`Fiber::transfer`] passes control directly (symmetric
+//! coroutines). The rules are MRI 3.1's, and every misuse is a [`FiberError`]
+//! value whose text is Ruby's `FiberError` message, returned before anything
+//! switches: never a panic in the caller, never a hang.
+//!
+//! # States and who may switch to whom
+//!
+//! ```text
+//!              resume / transfer                    yield_now
+//!   Created ─────────────────────▶ Running ──────────────────────▶ Yielded
+//!                                  │  ▲  ▲ ◀────── resume ─────────────┘
+//!             resume other fiber   │  │  │
+//!   Resuming ◀─────────────────────┘  │  └──── transfer ────── Transferred
+//!       └──── it yields / ends ───────┘        (suspended in transfer)
+//!   Running ── returns or panics ──▶ Terminated
+//! ```
+//!
+//! - `resume` takes a fiber that is Created or Yielded, never the caller itself, one
+//!   already resumed, one Resuming, or one Transferred.
+//! - `yield_now` returns to the resumer; a fiber that was started or continued by
+//!   `transfer` (and the root) has none, and gets [`FiberError::YieldNotResumed`].
+//! - `transfer` takes a fiber that is Created or Transferred (or the caller, which
+//!   returns the value at once); never one Yielded or Resuming.
+//! - A fiber that finishes returns its value to its resumer; a fiber that was not
+//!   resumed returns it to the thread's root fiber (or, if the root is resuming a
+//!   chain of fibers, to the last fiber of that chain, as MRI does).
+//! - A panic inside a fiber terminates that fiber only; whoever the rules above
+//!   return to receives [`FiberError::Panicked`] with the payload.
+//!
+//! **Invariant:** a fiber belongs to the thread that created it and runs only
+//! there: `Fiber` is `!Send` (checked at compile time), and so are the stacks.
+//!
+//! **Invariant:** every fiber is resumed by the fiber manager loop on the root
+//! fiber's stack; a fiber switching to another suspends to that loop naming its
+//! successor (the FiberManager of TruffleRuby's fibres). See `switch.rs`.
+//!
+//! # Values: `Fiber<T>`
+//!
+//! Ruby passes any object. Here a `Fiber<T>` receives `T` from `resume` and
+//! `transfer` and gives `T` back from `yield_now` and its return value: one type
+//! per fiber, chosen by its creator (an enum or `Box<dyn Any>` restores Ruby's
+//! freedom where it is wanted). Values move by pointer from the sender's stack to
+//! the receiver, with no allocation per switch; the receiver checks the type
+//! (one comparison of `TypeId`s), so handles of different `T` to one fiber are
+//! caught as [`FiberError::TypeMismatch`] rather than misread.
+//!
+//! # Stacks
+//!
+//! Each fiber runs on a pooled stack ([`DEFAULT_STACK_SIZE`] usable bytes unless
+//! [`Builder::stack_size`] says otherwise; only touched pages become resident).
+//! A guard page below every stack turns an overflow into a stop of the process
+//! with the message "a fiber's stack overflowed", never silent corruption. On
+//! Linux 6.13+ guard pages are kernel guard regions installed inside large
+//! mappings (`MADV_GUARD_INSTALL`): they cost no kernel mapping, so a million
+//! fibers fit under the default `vm.max_map_count`. On older kernels each guard
+//! page is `mprotect`ed, which splits the mapping: two mappings per stack, about
+//! 32,000 fibers at the default limit, after which creation returns
+//! [`StackError::MapCountLimit`] naming the setting to raise. The pool never gives
+//! up guard pages to go further. Memory and an optional cap
+//! ([`set_stack_limit`]) are checked the same way.
+//!
+//! Dropping the last handle to a suspended fiber unwinds its stack so every
+//! destructor on it runs. Those destructors may not switch fibers (they get
+//! [`FiberError::Unwinding`]), and meanwhile [`Fiber::current`] names the fiber
+//! that dropped it.
+//!
+//! # Examples
+//!
+//! ```
+//! use neverblock::fiber::{self, Fiber};
+//!
+//! let squares = Fiber::new(|mut n: u64| {
+//!     loop {
+//!         n = fiber::yield_now(n * n).unwrap();
+//!     }
+//! })
+//! .unwrap();
+//! assert_eq!(squares.resume(3).unwrap(), 9);
+//! assert_eq!(squares.resume(4).unwrap(), 16);
+//! ```
+
+mod error;
+mod rules;
+#[allow(unsafe_code)]
+mod stack;
+#[allow(unsafe_code)]
+mod switch;
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::rc::Rc;
+
+pub use error::FiberError;
+pub use stack::{set_stack_limit, stack_stats, StackError, StackStats, DEFAULT_STACK_SIZE};
+
+use switch::Core;
+
+/// A handle to a fiber that receives and gives values of type `T`.
+///
+/// Handles are cheap to clone and all refer to the same fiber. When the last
+/// handle to a suspended fiber is dropped, its stack is unwound.
+///
+/// A fiber never leaves its thread:
+///
+/// ```compile_fail
+/// let f = neverblock::fiber::Fiber::new(|x: u32| x).unwrap();
+/// std::thread::spawn(move || f.resume(1));
+/// ```
+pub struct Fiber<T> {
+    core: Rc<Core>,
+    /// `Rc` already makes `Fiber` `!Send` and `!Sync`; this ties `T` to the handle.
+    value: PhantomData<fn(T) -> T>,
+}
+
+/// Where a fiber is in its life, as [`Fiber::state`] reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FiberState {
+    /// Made, never switched to.
+    Created,
+    /// The fiber that is running now.
+    Running,
+    /// Suspended inside a `resume` of another fiber.
+    Resuming,
+    /// Suspended in [`yield_now`]: `resume` continues it.
+    Yielded,
+    /// Suspended in `transfer` (or after one): `transfer` continues it.
+    Transferred,
+    /// Returned or panicked.
+    Terminated,
+}
+
+/// Options for a new fiber.
+///
+/// # Examples
+///
+/// ```
+/// use neverblock::fiber::Builder;
+///
+/// let f = Builder::new().stack_size(256 * 1024).build(|x: u32| x * 2).unwrap();
+/// assert_eq!(f.resume(21).unwrap(), 42);
+/// ```
+#[derive(Clone, Debug)]
+pub struct Builder {
+    stack_size: usize,
+    force_mprotect: bool,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder::new()
+    }
+}
+
+impl Builder {
+    /// Default options: [`DEFAULT_STACK_SIZE`], the cheapest guard pages the kernel offers.
+    pub fn new() -> Builder {
+        Builder { stack_size: DEFAULT_STACK_SIZE, force_mprotect: false }
+    }
+
+    /// Usable bytes of stack, rounded up to whole pages (at least one page).
+    pub fn stack_size(mut self, bytes: usize) -> Builder {
+        self.stack_size = bytes;
+        self
+    }
+
+    /// Makes guard pages with `mprotect` even where the kernel offers guard regions:
+    /// the path of kernels before 6.13, with its two mappings per stack.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock::fiber::Builder;
+    ///
+    /// let f = Builder::new().mprotect_guards(true).build(|x: u8| x).unwrap();
+    /// assert_eq!(f.resume(7).unwrap(), 7);
+    /// ```
+    pub fn mprotect_guards(mut self, yes: bool) -> Builder {
+        self.force_mprotect = yes;
+        self
+    }
+
+    /// Makes a fiber that will run `body` when first resumed or transferred to.
+    ///
+    /// # Errors
+    ///
+    /// A [`StackError`] when no stack can be had: `vm.max_map_count`, available
+    /// memory or the thread's cap ([`set_stack_limit`]) would be passed.
+    pub fn build<T: 'static>(self, body: impl FnOnce(T) -> T + 'static) -> Result<Fiber<T>, StackError> {
+        let stack = stack::allocate(self.stack_size, stack::guard_kind(self.force_mprotect))?;
+        Ok(Fiber { core: Core::spawn(stack, body), value: PhantomData })
+    }
+}
+
+impl<T: 'static> Fiber<T> {
+    /// Makes a fiber with default options; nothing runs until it is resumed.
+    ///
+    /// # Errors
+    ///
+    /// A [`StackError`] when no stack can be had (see [`Builder::build`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock::fiber::{Fiber, FiberState};
+    ///
+    /// let f = Fiber::new(|x: i32| x + 1).unwrap();
+    /// assert_eq!(f.state(), FiberState::Created);
+    /// assert_eq!(f.resume(1).unwrap(), 2);
+    /// assert!(!f.is_alive());
+    /// ```
+    pub fn new(body: impl FnOnce(T) -> T + 'static) -> Result<Fiber<T>, StackError> {
+        Builder::new().build(body)
+    }
+
+    /// A handle to the running fiber (the thread's root fiber outside any fiber).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock::fiber::{Fiber, FiberState};
+    ///
+    /// let root = Fiber::<u32>::current();
+    /// assert_eq!(root.state(), FiberState::Running);
+    /// let f = Fiber::new(move |x: u32| root.transfer(x + 1).unwrap()).unwrap();
+    /// assert_eq!(f.transfer(1).unwrap(), 2);
+    /// ```
+    pub fn current() -> Fiber<T> {
+        Fiber { core: switch::current(), value: PhantomData }
+    }
+
+    /// Runs this fiber until it yields or finishes, and returns what it yielded or returned.
+    ///
+    /// # Errors
+    ///
+    /// [`FiberError::Terminated`], [`ResumeCurrent`](FiberError::ResumeCurrent),
+    /// [`DoubleResume`](FiberError::DoubleResume),
+    /// [`ResumeResuming`](FiberError::ResumeResuming) or
+    /// [`ResumeTransferring`](FiberError::ResumeTransferring) before switching;
+    /// [`Panicked`](FiberError::Panicked) if the fiber panicked.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock::fiber::{self, Fiber};
+    ///
+    /// let f = Fiber::new(|a: String| {
+    ///     let b = fiber::yield_now(a + " world").unwrap();
+    ///     b + "!"
+    /// })
+    /// .unwrap();
+    /// assert_eq!(f.resume("hello".into()).unwrap(), "hello world");
+    /// assert_eq!(f.resume("bye".into()).unwrap(), "bye!");
+    /// ```
+    pub fn resume(&self, value: T) -> Result<T, FiberError> {
+        guard_unwinding()?;
+        rules::check_resume(self.core.view())?;
+        self.core.link_resume();
+        switch::switch(self.core.clone(), value)
+    }
+
+    /// Passes control and `value` to this fiber, and returns the value that comes
+    /// back when some fiber transfers to the caller (or a fiber the caller's
+    /// transfers started finishes, returning to the root).
+    ///
+    /// # Errors
+    ///
+    /// [`FiberError::TransferToResuming`],
+    /// [`TransferToYielding`](FiberError::TransferToYielding) or
+    /// [`TransferToTerminated`](FiberError::TransferToTerminated) before switching;
+    /// [`Panicked`](FiberError::Panicked) if a fiber that returns here panicked.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock::fiber::Fiber;
+    ///
+    /// let root = Fiber::<u32>::current();
+    /// let ping = Fiber::new(move |n: u32| root.transfer(n * 10).unwrap()).unwrap();
+    /// assert_eq!(ping.transfer(4).unwrap(), 40);
+    /// ```
+    pub fn transfer(&self, value: T) -> Result<T, FiberError> {
+        guard_unwinding()?;
+        let view = self.core.view();
+        rules::check_transfer(view)?;
+        if view.current {
+            return Ok(value);
+        }
+        switch::switch(self.core.clone(), value)
+    }
+
+    /// Where this fiber is in its life.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock::fiber::{self, Fiber, FiberState};
+    ///
+    /// let f = Fiber::new(|x: u8| fiber::yield_now(x).unwrap()).unwrap();
+    /// f.resume(1).unwrap();
+    /// assert_eq!(f.state(), FiberState::Yielded);
+    /// ```
+    pub fn state(&self) -> FiberState {
+        let view = self.core.view();
+        if view.terminated {
+            FiberState::Terminated
+        } else if view.current {
+            FiberState::Running
+        } else if view.created {
+            FiberState::Created
+        } else if view.resuming {
+            FiberState::Resuming
+        } else if view.yielding {
+            FiberState::Yielded
+        } else {
+            FiberState::Transferred
+        }
+    }
+
+    /// Ruby's `alive?`: not terminated.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock::fiber::Fiber;
+    ///
+    /// let f = Fiber::new(|x: u8| x).unwrap();
+    /// assert!(f.is_alive());
+    /// f.resume(0).unwrap();
+    /// assert!(!f.is_alive());
+    /// ```
+    pub fn is_alive(&self) -> bool {
+        self.state() != FiberState::Terminated
+    }
+
+    /// A number naming this fiber within its thread (the root is 0), for logs.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock::fiber::Fiber;
+    ///
+    /// assert_eq!(Fiber::<()>::current().id(), 0);
+    /// assert_ne!(Fiber::new(|x: ()| x).unwrap().id(), 0);
+    /// ```
+    pub fn id(&self) -> u64 {
+        self.core.id()
+    }
+}
+
+/// Ruby's `Fiber.yield`: suspends the running fiber, gives `value` to whoever
+/// resumed it, and returns the value passed to the next `resume`.
+///
+/// # Errors
+///
+/// [`FiberError::YieldNotResumed`] from the root, or from a fiber that was started
+/// or continued by `transfer`; nothing switches then.
+///
+/// # Examples
+///
+/// ```
+/// use neverblock::fiber::{self, Fiber, FiberError};
+///
+/// let counter = Fiber::new(|start: u32| {
+///     let mut n = start;
+///     loop {
+///         n += fiber::yield_now(n).unwrap();
+///     }
+/// })
+/// .unwrap();
+/// assert_eq!(counter.resume(10).unwrap(), 10);
+/// assert_eq!(counter.resume(5).unwrap(), 15);
+/// assert!(matches!(fiber::yield_now(1u32), Err(FiberError::YieldNotResumed)));
+/// ```
+pub fn yield_now<T: 'static>(value: T) -> Result<T, FiberError> {
+    guard_unwinding()?;
+    let current = switch::current();
+    rules::check_yield(current.view())?;
+    let resumer = current.unlink_yield().expect("the rules passed, so the fiber has a resumer");
+    drop(current);
+    switch::switch(resumer, value)
+}
+
+fn guard_unwinding() -> Result<(), FiberError> {
+    if switch::unwinding() {
+        Err(FiberError::Unwinding)
+    } else {
+        Ok(())
+    }
+}
+
+impl<T> Clone for Fiber<T> {
+    fn clone(&self) -> Self {
+        Fiber { core: self.core.clone(), value: PhantomData }
+    }
+}
+
+impl<T> fmt::Debug for Fiber<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Fiber").field("id", &self.core.id()).finish_non_exhaustive()
+    }
+}

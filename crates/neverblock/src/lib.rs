@@ -1,0 +1,35 @@
+//! neverblock: fibers with Ruby's semantics, the base of a never-blocking I/O stack.
+//!
+//! Code written in plain blocking style runs in fibers: lightweight threads
+//! with stacks of their own that switch only when told to. This release holds
+//! the fiber core; the scheduler, event loop, sockets, HTTP and PostgreSQL
+//! layers are built on it (see `ARCHITECTURE.md`).
+//!
+//! # Examples
+//!
+//! A generator, and a symmetric hand-off with `transfer`:
+//!
+//! ```
+//! use neverblock::fiber::{self, Fiber};
+//!
+//! let fib = Fiber::new(|_: u64| {
+//!     let (mut a, mut b) = (0u64, 1u64);
+//!     loop {
+//!         fiber::yield_now(a).unwrap();
+//!         (a, b) = (b, a + b);
+//!     }
+//! })
+//! .unwrap();
+//! let first: Vec<u64> = (0..10).map(|_| fib.resume(0).unwrap()).collect();
+//! assert_eq!(first, [0, 1, 1, 2, 3, 5, 8, 13, 21, 34]);
+//!
+//! let root = Fiber::<String>::current();
+//! let echo = Fiber::new(move |s: String| root.transfer(s.to_uppercase()).unwrap()).unwrap();
+//! assert_eq!(echo.transfer("hi".into()).unwrap(), "HI");
+//! ```
+
+#![deny(unsafe_code)]
+
+pub mod fiber;
+#[allow(unsafe_code)]
+mod sys;

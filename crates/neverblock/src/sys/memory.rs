@@ -1,0 +1,117 @@
+//! Address space for fiber stacks: reserve, guard, release, and the limits that bound them.
+
+use std::io;
+use std::sync::OnceLock;
+
+/// `MADV_GUARD_INSTALL` (Linux 6.13+): turn pages of a mapping into guard regions
+/// that fault on access, without splitting the mapping. Not yet in the `libc` crate.
+const MADV_GUARD_INSTALL: libc::c_int = 102;
+
+/// The size of a memory page.
+pub(crate) fn page_size() -> usize {
+    static PAGE: OnceLock<usize> = OnceLock::new();
+    *PAGE.get_or_init(|| {
+        // SAFETY: sysconf has no memory-safety preconditions.
+        let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        usize::try_from(size).unwrap_or(4096)
+    })
+}
+
+/// Reserves `len` bytes of zeroed, readable and writable address space.
+///
+/// Memory is committed only as pages are touched (`MAP_NORESERVE`), and the
+/// region never uses transparent huge pages, so an untouched stack costs no RAM.
+pub(crate) fn reserve(len: usize) -> io::Result<usize> {
+    // SAFETY: an anonymous private mapping at an address of the kernel's choosing
+    // cannot alias any existing Rust object.
+    let addr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_STACK,
+            -1,
+            0,
+        )
+    };
+    if addr == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `addr..addr+len` is the mapping just created and owned by no one else.
+    // A failure only means huge pages stay as the system default, so it is ignored.
+    unsafe { libc::madvise(addr, len, libc::MADV_NOHUGEPAGE) };
+    Ok(addr as usize)
+}
+
+/// Returns a region obtained from [`reserve`] to the kernel.
+///
+/// # Safety
+///
+/// `addr..addr+len` must be exactly a region returned by [`reserve`], and no
+/// live reference may point into it.
+pub(crate) unsafe fn release(addr: usize, len: usize) {
+    // SAFETY: the caller guarantees the region is ours and unreferenced.
+    unsafe { libc::munmap(addr as *mut libc::c_void, len) };
+}
+
+/// How a guard page is made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum GuardKind {
+    /// `madvise(MADV_GUARD_INSTALL)`: no extra kernel mapping.
+    Kernel,
+    /// `mprotect(PROT_NONE)`: splits the mapping, costing two mappings per stack.
+    Protect,
+}
+
+/// Whether this kernel supports `MADV_GUARD_INSTALL`, probed once per process.
+pub(crate) fn kernel_guards_supported() -> bool {
+    static SUPPORTED: OnceLock<bool> = OnceLock::new();
+    *SUPPORTED.get_or_init(|| {
+        let page = page_size();
+        let Ok(addr) = reserve(page) else { return false };
+        let ok = guard(addr, page, GuardKind::Kernel).is_ok();
+        // SAFETY: `addr` is the one-page probe region reserved above, referenced by nothing.
+        unsafe { release(addr, page) };
+        ok
+    })
+}
+
+/// Makes `addr..addr+len` (page aligned, inside a reserved region) fault on any access.
+pub(crate) fn guard(addr: usize, len: usize, kind: GuardKind) -> io::Result<()> {
+    let ptr = addr as *mut libc::c_void;
+    let rc = match kind {
+        // SAFETY: the range lies inside a region this process reserved and that no
+        // Rust object occupies (it is a stack's guard page); it only becomes inaccessible.
+        GuardKind::Kernel => unsafe { libc::madvise(ptr, len, MADV_GUARD_INSTALL) },
+        // SAFETY: as above.
+        GuardKind::Protect => unsafe { libc::mprotect(ptr, len, libc::PROT_NONE) },
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The kernel's limit on mappings per process (`vm.max_map_count`).
+pub(crate) fn max_map_count() -> usize {
+    std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(65530)
+}
+
+/// How many mappings this process holds now.
+pub(crate) fn map_count() -> usize {
+    std::fs::read("/proc/self/maps")
+        .map(|maps| maps.iter().filter(|&&b| b == b'\n').count())
+        .unwrap_or(0)
+}
+
+/// Memory the kernel reports as available for new allocations, in bytes.
+pub(crate) fn available_memory() -> Option<usize> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}

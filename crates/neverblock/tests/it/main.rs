@@ -1,0 +1,8 @@
+//! One integration-test binary for the runtime crate.
+
+mod fiber_drop;
+mod fiber_rules;
+mod fiber_values;
+mod mri;
+mod stack;
+mod support;
