@@ -1,19 +1,34 @@
 //! Helpers shared by the integration tests.
 
+use std::path::PathBuf;
 use std::process::{Command, Output};
+use std::sync::{Mutex, MutexGuard};
 
-/// Runs one of this crate's examples (cargo builds them with the tests) and waits.
+/// Runs one of this crate's examples, building it first if this test run did not.
 pub fn run_example(name: &str, args: &[&str]) -> Output {
     let test_exe = std::env::current_exe().expect("test binary path");
-    let examples = test_exe.parent().and_then(|deps| deps.parent()).expect("target dir").join("examples");
-    let path = examples.join(name);
-    Command::new(&path)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("run {}: {e} (cargo test builds examples)", path.display()))
+    let profile_dir = test_exe.parent().and_then(|deps| deps.parent()).expect("target dir");
+    let path: PathBuf = profile_dir.join("examples").join(name);
+    if !path.exists() {
+        let release = profile_dir.ends_with("release");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut build = Command::new(cargo);
+        build.args(["build", "-q", "-p", "neverblock", "--example", name]);
+        if release {
+            build.arg("--release");
+        }
+        assert!(build.status().expect("run cargo").success(), "building example {name}");
+    }
+    Command::new(&path).args(args).output().unwrap_or_else(|e| panic!("run {}: {e}", path.display()))
 }
 
 /// How many mappings this process holds.
 pub fn map_count() -> usize {
     std::fs::read_to_string("/proc/self/maps").expect("read /proc/self/maps").lines().count()
+}
+
+/// Serialises the tests that count this process's mappings or add many of them.
+pub fn mappings_lock() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
