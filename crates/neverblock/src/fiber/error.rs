@@ -2,6 +2,7 @@
 
 use std::any::Any;
 use std::fmt;
+use std::sync::Mutex;
 
 /// Why a [`resume`](super::Fiber::resume), [`transfer`](super::Fiber::transfer) or
 /// [`yield_now`](super::yield_now) did not switch, or what ended the fiber it switched to.
@@ -41,7 +42,7 @@ pub enum FiberError {
     /// Transferring to a fiber that has finished.
     TransferToTerminated,
     /// The fiber switched to panicked; it is terminated, and this is the payload.
-    Panicked(Box<dyn Any + Send>),
+    Panicked(PanicPayload),
     /// The value that arrived is not of the type the receiving call expects
     /// (handles of different value types were mixed on one fiber).
     TypeMismatch {
@@ -66,11 +67,62 @@ impl FiberError {
     /// assert_eq!(f.resume(()).unwrap_err().panic_message(), Some("boom"));
     /// ```
     pub fn panic_message(&self) -> Option<&str> {
-        let FiberError::Panicked(payload) = self else { return None };
-        payload
+        match self {
+            FiberError::Panicked(payload) => payload.message.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The panic's payload, to inspect or to continue the panic with
+    /// `std::panic::resume_unwind`, when this is a [`FiberError::Panicked`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock::fiber::Fiber;
+    ///
+    /// let f = Fiber::new(|_: ()| std::panic::panic_any(7u8)).unwrap();
+    /// let payload = f.resume(()).unwrap_err().into_panic().unwrap();
+    /// assert_eq!(payload.downcast_ref::<u8>(), Some(&7));
+    /// ```
+    pub fn into_panic(self) -> Option<Box<dyn Any + Send>> {
+        match self {
+            FiberError::Panicked(payload) => {
+                Some(payload.payload.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner()))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// What a fiber panicked with. The payload sits behind a `Mutex` only so that
+/// `FiberError` is `Sync` (and so works with `?` into `Box<dyn Error + Send + Sync>`);
+/// it is never locked concurrently.
+pub struct PanicPayload {
+    message: Option<String>,
+    payload: Mutex<Box<dyn Any + Send>>,
+}
+
+impl PanicPayload {
+    pub(crate) fn new(payload: Box<dyn Any + Send>) -> PanicPayload {
+        let message = payload
             .downcast_ref::<&'static str>()
-            .copied()
-            .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned());
+        PanicPayload { message, payload: Mutex::new(payload) }
+    }
+}
+
+impl PanicPayload {
+    /// Whether the payload is of type `T`.
+    pub(crate) fn is<T: Any>(&self) -> bool {
+        self.payload.lock().map(|p| p.is::<T>()).unwrap_or(false)
+    }
+}
+
+impl fmt::Debug for PanicPayload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PanicPayload").field("message", &self.message).finish_non_exhaustive()
     }
 }
 

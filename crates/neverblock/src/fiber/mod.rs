@@ -95,7 +95,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::rc::Rc;
 
-pub use error::FiberError;
+pub use error::{FiberError, PanicPayload};
 pub use stack::{set_stack_limit, stack_stats, StackError, StackStats, DEFAULT_STACK_SIZE};
 
 use switch::Core;
@@ -256,11 +256,9 @@ impl<T: 'static> Fiber<T> {
     /// assert_eq!(f.resume("hello".into()).unwrap(), "hello world");
     /// assert_eq!(f.resume("bye".into()).unwrap(), "bye!");
     /// ```
+    #[inline(always)]
     pub fn resume(&self, value: T) -> Result<T, FiberError> {
-        guard_unwinding()?;
-        rules::check_resume(self.core.view())?;
-        self.core.link_resume();
-        switch::switch(self.core.clone(), value)
+        switch::resume(&self.core, value)
     }
 
     /// Passes control and `value` to this fiber, and returns the value that comes
@@ -283,14 +281,9 @@ impl<T: 'static> Fiber<T> {
     /// let ping = Fiber::new(move |n: u32| root.transfer(n * 10).unwrap()).unwrap();
     /// assert_eq!(ping.transfer(4).unwrap(), 40);
     /// ```
+    #[inline(always)]
     pub fn transfer(&self, value: T) -> Result<T, FiberError> {
-        guard_unwinding()?;
-        let view = self.core.view();
-        rules::check_transfer(view)?;
-        if view.current {
-            return Ok(value);
-        }
-        switch::switch(self.core.clone(), value)
+        switch::transfer(&self.core, value)
     }
 
     /// Where this fiber is in its life.
@@ -376,21 +369,9 @@ impl<T: 'static> Fiber<T> {
 /// assert_eq!(counter.resume(5).unwrap(), 15);
 /// assert!(matches!(fiber::yield_now(1u32), Err(FiberError::YieldNotResumed)));
 /// ```
+#[inline(always)]
 pub fn yield_now<T: 'static>(value: T) -> Result<T, FiberError> {
-    guard_unwinding()?;
-    let current = switch::current();
-    rules::check_yield(current.view())?;
-    let resumer = current.unlink_yield().expect("the rules passed, so the fiber has a resumer");
-    drop(current);
-    switch::switch(resumer, value)
-}
-
-fn guard_unwinding() -> Result<(), FiberError> {
-    if switch::unwinding() {
-        Err(FiberError::Unwinding)
-    } else {
-        Ok(())
-    }
+    switch::yield_now(value)
 }
 
 impl<T> Clone for Fiber<T> {

@@ -24,6 +24,7 @@ pub(crate) struct View {
 }
 
 /// `fiber.resume(v)`.
+#[inline(always)]
 pub(crate) fn check_resume(target: View) -> Result<(), FiberError> {
     if target.terminated {
         Err(FiberError::Terminated)
@@ -41,6 +42,7 @@ pub(crate) fn check_resume(target: View) -> Result<(), FiberError> {
 }
 
 /// `fiber.transfer(v)`. Transferring to the current fiber passes, and switches nothing.
+#[inline(always)]
 pub(crate) fn check_transfer(target: View) -> Result<(), FiberError> {
     if target.resuming {
         Err(FiberError::TransferToResuming)
@@ -54,6 +56,7 @@ pub(crate) fn check_transfer(target: View) -> Result<(), FiberError> {
 }
 
 /// `Fiber.yield(v)` from the fiber `current`.
+#[inline(always)]
 pub(crate) fn check_yield(current: View) -> Result<(), FiberError> {
     if current.resumed {
         Ok(())

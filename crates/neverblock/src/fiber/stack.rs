@@ -208,10 +208,12 @@ impl fmt::Debug for PooledStack {
 // this value alone until `Drop` returns it to the pool, and the chunk stays mapped
 // while the pool lives, which `self.pool` guarantees.
 unsafe impl corosensei::stack::Stack for PooledStack {
+    #[inline]
     fn base(&self) -> NonZeroUsize {
         NonZeroUsize::new(self.high).expect("a mapped stack is never at address 0")
     }
 
+    #[inline]
     fn limit(&self) -> NonZeroUsize {
         NonZeroUsize::new(self.low).expect("a mapped stack is never at address 0")
     }

@@ -9,11 +9,14 @@
 //! switch, between two fibers two.
 //!
 //! Values travel without boxing: the sender leaves the value in an `Option<T>`
-//! on its own stack, posts a [`Delivery`] naming its address and type, and
+//! on its own stack, posts a [`Parcel`] naming its address and type, and
 //! switches; the receiver checks the type and takes the value. The sender's
 //! stack stays untouched until the sender runs again, which is after the
 //! receiver has taken the value: the first thing any fiber does on waking is
 //! [`receive`].
+//!
+//! The thread's fiber state lives in `const`-initialised thread-locals without
+//! destructors, so each access is one load from the thread pointer.
 
 use std::any::{type_name, TypeId};
 use std::cell::{Cell, RefCell};
@@ -22,29 +25,40 @@ use std::rc::Rc;
 
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
-use super::error::FiberError;
+use super::error::{FiberError, PanicPayload};
 use super::rules::View;
 use super::stack::PooledStack;
 
-/// A fiber's coroutine: it is resumed with nothing and suspends naming the fiber to run next.
-type Body = Coroutine<(), Rc<Core>, (), PooledStack>;
+/// A fiber's coroutine: it is resumed with `cancel` (true only when a suspended
+/// fiber is dropped) and suspends naming the fiber to run next.
+type Body = Coroutine<bool, Rc<Core>, (), PooledStack>;
+
+/// The panic payload that unwinds a dropped fiber's stack; the fiber's own root
+/// catches it, so its coroutine then completes normally.
+struct Cancelled;
 
 /// The untyped state of one fiber, shared by its handles and the links of other fibers.
 pub(crate) struct Core {
     id: u64,
-    /// `None` for the root fiber, and for a fiber once it has been reaped.
+    /// `None` for the root fiber, and for a fiber once it has finished.
     body: RefCell<Option<Body>>,
     /// Set by the fiber itself when it starts; valid while its body runs.
     ///
     /// # Invariant
     /// Dereferenced only by the fiber itself, on its own stack, where the
     /// `Yielder` corosensei passed to the body lives until the body returns.
-    yielder: Cell<*const Yielder<(), Rc<Core>>>,
+    yielder: Cell<*const Yielder<bool, Rc<Core>>>,
     status: Cell<Status>,
-    /// The fiber that resumed this one and waits for it to yield or finish.
-    prev: RefCell<Option<Rc<Core>>>,
-    /// The fiber this one is suspended resuming.
-    resuming: RefCell<Option<Rc<Core>>>,
+    /// The fiber that resumed this one and waits for it to yield or finish. Strong:
+    /// the resumer may have no other owner while it waits.
+    prev: Cell<Option<Rc<Core>>>,
+    /// The fiber this one is suspended resuming, or null.
+    ///
+    /// # Invariant
+    /// While set, the target is alive: this fiber is suspended inside `resume` on
+    /// it, whose frame holds a handle to it, and it is cleared (by the target's
+    /// yield or finish) before that call returns.
+    resuming: Cell<*const Core>,
     /// Suspended in `yield_now`.
     yielding: Cell<bool>,
 }
@@ -56,38 +70,166 @@ enum Status {
     Terminated,
 }
 
-/// What the next fiber to wake finds waiting for it.
-enum Delivery {
-    /// A value of type `type_id` at `slot`, an `Option` of that type on the sender's stack.
-    Value { type_id: TypeId, type_name: &'static str, slot: *mut () },
-    /// No value: the switch reports an error (the fiber switched to panicked, for instance).
-    Error(FiberError),
+/// What the next fiber to wake finds waiting for it: a value of type `type_id` at
+/// `slot`, an `Option` of that type in the sender's frame, or, when `slot` is null,
+/// the error stored in `ERROR`.
+#[derive(Clone, Copy)]
+struct Parcel {
+    type_id: TypeId,
+    slot: *mut (),
+    type_name: fn() -> &'static str,
 }
 
-/// The fiber state of one thread.
-struct Thread {
-    root: Rc<Core>,
-    current: RefCell<Rc<Core>>,
-    delivery: Cell<Option<Delivery>>,
-    /// A fiber that finished and posted its result, waiting for the receiver to reap it.
-    dead: Cell<Option<Rc<Core>>>,
+const NO_PARCEL: Parcel = Parcel { type_id: TypeId::of::<()>(), slot: std::ptr::null_mut(), type_name: type_name::<()> };
+
+/// The fiber state of one thread. `const`-initialised and without a destructor,
+/// so its memory lives as long as the thread; each operation fetches it once.
+struct State {
+    /// The running fiber.
+    ///
+    /// # Invariant
+    /// Null until the root is made, then always a live `Core`: the root (owned by
+    /// `root` until the thread exits) or the fiber `drive` is running (owned by
+    /// `drive`'s `next` for as long as it runs).
+    current: Cell<*const Core>,
+    /// The root fiber, from `Rc::into_raw`; freed by `RootOwner` when the thread exits.
+    root: Cell<*const Core>,
+    parcel: Cell<Parcel>,
+    /// A fiber that finished and posted its result, waiting for the receiver to reap
+    /// it; from `Rc::into_raw`, or null.
+    dead: Cell<*const Core>,
     /// How many dropped fibers are unwinding right now (they may not switch).
     unwinding: Cell<usize>,
     next_id: Cell<u64>,
 }
 
 thread_local! {
-    static THREAD: Thread = {
-        let root = Rc::new(Core::new(0, None, Status::Started));
-        Thread {
-            current: RefCell::new(root.clone()),
-            root,
-            delivery: Cell::new(None),
-            dead: Cell::new(None),
+    static STATE: State = const {
+        State {
+            current: Cell::new(std::ptr::null()),
+            root: Cell::new(std::ptr::null()),
+            parcel: Cell::new(NO_PARCEL),
+            dead: Cell::new(std::ptr::null()),
             unwinding: Cell::new(0),
             next_id: Cell::new(1),
         }
     };
+    /// The error of a `Parcel::Error` (rare, so kept off `State`).
+    static ERROR: RefCell<Option<FiberError>> = const { RefCell::new(None) };
+    static ROOT_OWNER: RootOwner = const { RootOwner };
+}
+
+/// This thread's fiber state.
+///
+/// Not inlined on purpose: here, in the crate that defines `STATE`, the access is
+/// one load from the thread pointer, whereas code inlined into other crates would
+/// reach it through an indirect call.
+#[inline(never)]
+fn state() -> &'static State {
+    // SAFETY: `STATE` is `const`-initialised and has no destructor, so its storage is
+    // valid from thread start until the thread is gone, after every use of it. `State`
+    // is `!Sync` (it holds `Cell`s), so the reference cannot leave this thread.
+    STATE.with(|st| unsafe { &*(st as *const State) })
+}
+
+/// Runs `f` with this thread's fiber state.
+#[inline(always)]
+fn with_state<R>(f: impl FnOnce(&State) -> R) -> R {
+    f(state())
+}
+
+/// Frees the root fiber when its thread exits.
+struct RootOwner;
+
+impl Drop for RootOwner {
+    fn drop(&mut self) {
+        let _ = STATE.try_with(|st| {
+            let root = st.root.replace(std::ptr::null());
+            if !root.is_null() {
+                st.current.set(std::ptr::null());
+                // SAFETY: `root` came from `Rc::into_raw` in `make_root`, and this is the one
+                // place that gives that strong count back.
+                drop(unsafe { Rc::from_raw(root) });
+            }
+        });
+    }
+}
+
+impl State {
+    /// The root fiber of this thread, made on first use.
+    #[inline(always)]
+    fn root_ptr(&self) -> *const Core {
+        let root = self.root.get();
+        if root.is_null() {
+            self.make_root()
+        } else {
+            root
+        }
+    }
+
+    #[cold]
+    fn make_root(&self) -> *const Core {
+        let root = Rc::into_raw(Rc::new(Core::new(0, None, Status::Started)));
+        self.root.set(root);
+        self.current.set(root);
+        ROOT_OWNER.with(|_| ());
+        root
+    }
+
+    /// The running fiber, borrowed.
+    #[inline(always)]
+    fn current_ptr(&self) -> *const Core {
+        let current = self.current.get();
+        if current.is_null() {
+            self.root_ptr()
+        } else {
+            current
+        }
+    }
+
+    /// Runs `f` on the running fiber.
+    #[inline(always)]
+    fn with_current<R>(&self, f: impl FnOnce(&Core) -> R) -> R {
+        // SAFETY: by the invariant of `current`, the pointer is to a live `Core`, and it
+        // stays live during `f`: a fiber cannot be freed while it runs.
+        f(unsafe { &*self.current_ptr() })
+    }
+
+    /// The running fiber as an owning handle.
+    #[inline(always)]
+    fn current(&self) -> Rc<Core> {
+        // SAFETY: the pointer is a live `Core` (invariant of `current`) owned by an `Rc`
+        // (the root's from `Rc::into_raw`, a fiber's by `drive`), so adding a strong
+        // count and making a new `Rc` of it is sound.
+        unsafe { rc_from_borrowed(self.current_ptr()) }
+    }
+
+    #[inline(always)]
+    fn unwinding(&self) -> bool {
+        self.unwinding.get() > 0
+    }
+}
+
+/// A new `Rc` for a `Core` that some `Rc` owns.
+///
+/// # Safety
+///
+/// `ptr` must point to a live `Core` allocated by an `Rc`.
+#[inline(always)]
+unsafe fn rc_from_borrowed(ptr: *const Core) -> Rc<Core> {
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        Rc::increment_strong_count(ptr);
+        Rc::from_raw(ptr)
+    }
+}
+
+/// Whether an `Option<Rc>` cell holds a value, read without moving it.
+#[inline(always)]
+fn is_set(cell: &Cell<Option<Rc<Core>>>) -> bool {
+    // SAFETY: a `Cell` is `!Sync` and no reference into its content is ever handed
+    // out, so nothing writes it during this read.
+    unsafe { (*cell.as_ptr()).is_some() }
 }
 
 impl Core {
@@ -97,28 +239,25 @@ impl Core {
             body: RefCell::new(body),
             yielder: Cell::new(std::ptr::null()),
             status: Cell::new(status),
-            prev: RefCell::new(None),
-            resuming: RefCell::new(None),
+            prev: Cell::new(None),
+            resuming: Cell::new(std::ptr::null()),
             yielding: Cell::new(false),
         }
     }
 
     /// Makes a fiber that will run `body` on `stack` when first switched to.
     pub(crate) fn spawn<T: 'static>(stack: PooledStack, body: impl FnOnce(T) -> T + 'static) -> Rc<Core> {
-        let coroutine = Coroutine::with_stack(stack, move |yielder: &Yielder<(), Rc<Core>>, ()| {
-            current().yielder.set(yielder);
-            let outcome = receive::<T>().and_then(|arg| {
-                panic::catch_unwind(AssertUnwindSafe(move || body(arg))).map_err(|payload| {
-                    // A dropped fiber unwinds by a panic that must reach corosensei.
-                    if unwinding() {
-                        panic::resume_unwind(payload);
-                    }
-                    FiberError::Panicked(payload)
-                })
-            });
-            finish(outcome);
+        let coroutine = Coroutine::with_stack(stack, move |yielder: &Yielder<bool, Rc<Core>>, _| {
+            with_state(|st| {
+                st.with_current(|me| me.yielder.set(yielder));
+                let outcome = receive::<T>(st).and_then(|arg| {
+                    panic::catch_unwind(AssertUnwindSafe(move || body(arg)))
+                        .map_err(|payload| FiberError::Panicked(PanicPayload::new(payload)))
+                });
+                finish(st, outcome);
+            })
         });
-        let id = THREAD.with(|t| t.next_id.replace(t.next_id.get() + 1));
+        let id = with_state(|st| st.next_id.replace(st.next_id.get() + 1));
         Rc::new(Core::new(id, Some(coroutine), Status::Created))
     }
 
@@ -126,195 +265,267 @@ impl Core {
         self.id
     }
 
-    pub(crate) fn is_root(&self) -> bool {
+    fn is_root(&self) -> bool {
         self.id == 0
     }
 
     /// What the rules need to know of this fiber, seen from the running fiber.
-    pub(crate) fn view(self: &Rc<Core>) -> View {
+    #[inline(always)]
+    fn view_in(&self, st: &State) -> View {
         View {
             created: self.status.get() == Status::Created,
             terminated: self.status.get() == Status::Terminated,
-            current: THREAD.with(|t| Rc::ptr_eq(self, &t.current.borrow())),
-            resumed: self.prev.borrow().is_some(),
-            resuming: self.resuming.borrow().is_some(),
+            current: std::ptr::eq(self, st.current_ptr()),
+            resumed: is_set(&self.prev),
+            resuming: !self.resuming.get().is_null(),
             yielding: self.yielding.get(),
         }
     }
 
-    /// Links `self` as resumed by the running fiber, which becomes resuming it.
-    pub(crate) fn link_resume(self: &Rc<Core>) {
-        let current = current();
-        *current.resuming.borrow_mut() = Some(self.clone());
-        *self.prev.borrow_mut() = Some(current);
-        self.yielding.set(false);
-    }
-
-    /// Unlinks the running fiber from its resumer for a yield, and returns the resumer.
-    pub(crate) fn unlink_yield(&self) -> Option<Rc<Core>> {
-        let prev = self.prev.borrow_mut().take()?;
-        prev.resuming.borrow_mut().take();
-        self.yielding.set(true);
-        Some(prev)
+    /// What the rules need to know of this fiber, seen from the running fiber.
+    pub(crate) fn view(&self) -> View {
+        with_state(|st| self.view_in(st))
     }
 }
 
 impl Drop for Core {
     fn drop(&mut self) {
-        let Some(body) = self.body.get_mut().take() else { return };
+        let Some(mut body) = self.body.get_mut().take() else { return };
         if !body.started() || body.done() {
             return;
         }
-        // Suspended: corosensei unwinds the stack so that its destructors run.
-        // Those destructors may not switch fibers; see `unwinding`.
-        let _ = THREAD.try_with(|t| t.unwinding.set(t.unwinding.get() + 1));
-        struct Done;
-        impl Drop for Done {
+        // Suspended: resume it with `cancel`, so it unwinds its stack (running every
+        // destructor on it) and completes. Those destructors may not switch fibers.
+        struct Unwinding;
+        impl Drop for Unwinding {
             fn drop(&mut self) {
-                let _ = THREAD.try_with(|t| t.unwinding.set(t.unwinding.get() - 1));
+                let _ = STATE.try_with(|st| st.unwinding.set(st.unwinding.get() - 1));
             }
         }
-        let _done = Done;
-        drop(body);
+        let _ = STATE.try_with(|st| st.unwinding.set(st.unwinding.get() + 1));
+        let _unwinding = Unwinding;
+        while let CoroutineResult::Yield(_) = body.resume(true) {}
     }
 }
 
 /// The running fiber (the root when no fiber runs).
 pub(crate) fn current() -> Rc<Core> {
-    THREAD.with(|t| t.current.borrow().clone())
+    with_state(State::current)
 }
 
-/// Whether a dropped fiber's destructors are running: no switch may happen then.
-pub(crate) fn unwinding() -> bool {
-    THREAD.with(|t| t.unwinding.get() > 0)
+/// Ruby's `fiber.resume(value)`.
+#[inline(always)]
+pub(crate) fn resume<T: 'static>(target: &Rc<Core>, value: T) -> Result<T, FiberError> {
+    with_state(|st| {
+        refuse_while_unwinding(st)?;
+        super::rules::check_resume(target.view_in(st))?;
+        let me = st.current();
+        me.resuming.set(Rc::as_ptr(target));
+        target.prev.set(Some(me));
+        target.yielding.set(false);
+        switch(st, target.clone(), value)
+    })
+}
+
+/// Ruby's `fiber.transfer(value)`.
+#[inline(always)]
+pub(crate) fn transfer<T: 'static>(target: &Rc<Core>, value: T) -> Result<T, FiberError> {
+    with_state(|st| {
+        refuse_while_unwinding(st)?;
+        let view = target.view_in(st);
+        super::rules::check_transfer(view)?;
+        if view.current {
+            return Ok(value);
+        }
+        switch(st, target.clone(), value)
+    })
+}
+
+/// Ruby's `Fiber.yield(value)`.
+#[inline(always)]
+pub(crate) fn yield_now<T: 'static>(value: T) -> Result<T, FiberError> {
+    with_state(|st| {
+        refuse_while_unwinding(st)?;
+        let resumer = st.with_current(|me| {
+            super::rules::check_yield(me.view_in(st))?;
+            let prev = me.prev.take().expect("the rules passed, so the fiber has a resumer");
+            prev.resuming.set(std::ptr::null());
+            me.yielding.set(true);
+            Ok(prev)
+        })?;
+        switch(st, resumer, value)
+    })
+}
+
+#[inline(always)]
+fn refuse_while_unwinding(st: &State) -> Result<(), FiberError> {
+    if st.unwinding() {
+        Err(FiberError::Unwinding)
+    } else {
+        Ok(())
+    }
 }
 
 /// Hands control and `value` to `target`, and returns the value (or error) that
 /// arrives when control comes back to the calling fiber.
-pub(crate) fn switch<T: 'static, R: 'static>(target: Rc<Core>, value: T) -> Result<R, FiberError> {
+#[inline(always)]
+fn switch<T: 'static, R: 'static>(st: &State, target: Rc<Core>, value: T) -> Result<R, FiberError> {
     let mut slot = Some(value);
-    post(Delivery::Value {
-        type_id: TypeId::of::<T>(),
-        type_name: type_name::<T>(),
-        slot: (&mut slot as *mut Option<T>).cast(),
-    });
-    hand_over(target);
-    receive()
+    post_value(st, &mut slot);
+    hand_over(st, target);
+    receive(st)
 }
 
-fn post(delivery: Delivery) {
-    THREAD.with(|t| t.delivery.set(Some(delivery)));
+#[inline(always)]
+fn post_value<T: 'static>(st: &State, slot: &mut Option<T>) {
+    st.parcel.set(Parcel { type_id: TypeId::of::<T>(), slot: (slot as *mut Option<T>).cast(), type_name: type_name::<T> });
+}
+
+fn post_error(st: &State, error: FiberError) {
+    ERROR.with(|e| *e.borrow_mut() = Some(error));
+    st.parcel.set(NO_PARCEL);
 }
 
 /// Gives control to `target`: from the root by driving fibers until control comes
 /// back, from a fiber by suspending to the loop that drives it.
-fn hand_over(target: Rc<Core>) {
+#[inline(always)]
+fn hand_over(st: &State, target: Rc<Core>) {
     if target.status.get() == Status::Created {
         target.status.set(Status::Started);
     }
-    let me = current();
-    if me.is_root() {
-        drive(target);
-    } else {
-        let yielder = me.yielder.get();
-        drop(me);
-        // SAFETY: `me` is the running fiber and this code runs on its stack, so its
-        // body has started (setting `yielder`) and not returned (the `Yielder` is live).
-        unsafe { (*yielder).suspend(target) };
+    let yielder = st.with_current(|me| if me.is_root() { None } else { Some(me.yielder.get()) });
+    match yielder {
+        None => drive(st, target),
+        Some(yielder) => {
+            // SAFETY: the running fiber is not the root, and this code runs on its stack, so its
+            // body has started (setting `yielder`) and not returned (the `Yielder` is live).
+            if unsafe { (*yielder).suspend(target) } {
+                cancel();
+            }
+        }
     }
+}
+
+/// Unwinds the stack of a fiber being dropped, up to its own root.
+#[cold]
+fn cancel() -> ! {
+    panic::resume_unwind(Box::new(Cancelled))
 }
 
 /// The fiber manager: on the root's stack, resumes fibers until one hands control to the root.
 ///
 /// **Invariant:** every fiber's coroutine is resumed here and nowhere else, except
-/// by [`reap`] and by unwinding on drop, during which the fiber makes no switch.
-fn drive(mut next: Rc<Core>) {
+/// by [`reap`] and by the cancel on drop, during which the fiber makes no switch.
+#[inline(always)]
+fn drive(st: &State, mut next: Rc<Core>) {
+    let root = st.root_ptr();
     while !next.is_root() {
-        THREAD.with(|t| *t.current.borrow_mut() = next.clone());
+        st.current.set(Rc::as_ptr(&next));
         let step = next
             .body
             .borrow_mut()
             .as_mut()
-            .expect("a fiber that is switched to has passed the rules, so it is not terminated")
-            .resume(());
+            .expect("a fiber switched to has passed the rules, so it has not finished")
+            .resume(false);
         next = match step {
             CoroutineResult::Yield(to) => to,
             CoroutineResult::Return(()) => unreachable!("a fiber's body returns only when reaped"),
         };
     }
-    THREAD.with(|t| *t.current.borrow_mut() = t.root.clone());
+    st.current.set(root);
 }
 
 /// Takes what the switch that woke the calling fiber delivered to it.
-fn receive<R: 'static>() -> Result<R, FiberError> {
-    let delivery = THREAD.with(|t| t.delivery.take()).expect("every switch posts a delivery");
-    let received = match delivery {
-        Delivery::Error(e) => Err(e),
-        Delivery::Value { type_id, slot, .. } if type_id == TypeId::of::<R>() => {
+#[inline(always)]
+fn receive<R: 'static>(st: &State) -> Result<R, FiberError> {
+    let parcel = st.parcel.get();
+    let received = match parcel {
+        Parcel { slot, .. } if slot.is_null() => {
+            Err(ERROR.with(|e| e.borrow_mut().take()).expect("an error parcel has its error"))
+        }
+        Parcel { type_id, slot, .. } if type_id == TypeId::of::<R>() => {
             // SAFETY: `slot` is the address of an `Option<R>` (the type ids match) in
             // the sender's frame. The sender is suspended inside `switch` or `finish`
             // and touches the slot again only after it runs again, which needs a
             // switch by a fiber that is running, which can only be after this returns.
             let value = unsafe { (*slot.cast::<Option<R>>()).take() };
-            Ok(value.expect("a delivered value is taken once"))
+            Ok(value.expect("a posted value is taken once"))
         }
-        Delivery::Value { type_name: found, .. } => Err(FiberError::TypeMismatch { expected: type_name::<R>(), found }),
+        Parcel { type_name: found, .. } => Err(FiberError::TypeMismatch { expected: type_name::<R>(), found: found() }),
     };
-    reap();
+    if !st.dead.get().is_null() {
+        reap(st);
+    }
     received
 }
 
 /// Lets a fiber that finished return from its body, now that its result is taken;
 /// its stack goes back to the pool.
-fn reap() {
-    let Some(dead) = THREAD.with(|t| t.dead.take()) else { return };
+#[cold]
+fn reap(st: &State) {
+    // SAFETY: a non-null `dead` came from `Rc::into_raw` in `finish`; taking it here
+    // gives that strong count back exactly once.
+    let dead = unsafe { Rc::from_raw(st.dead.replace(std::ptr::null())) };
     let body = dead.body.borrow_mut().take();
     if let Some(mut body) = body {
-        let step = body.resume(());
+        let step = body.resume(false);
         debug_assert!(matches!(step, CoroutineResult::Return(())));
     }
 }
 
-/// Ends the running fiber: posts its result to the fiber Ruby's rules return to
-/// (its resumer, else the end of the root's chain of resumes) and switches there.
-fn finish<T: 'static>(outcome: Result<T, FiberError>) {
-    let me = current();
+/// Marks `me` finished and returns the fiber Ruby's rules hand control to: its
+/// resumer, else the end of the root's chain of resumes (MRI's `return_fiber`).
+fn terminate(st: &State, me: &Core) -> Rc<Core> {
     me.status.set(Status::Terminated);
-    let resumer = me.prev.borrow_mut().take();
-    let next = match resumer {
+    match me.prev.take() {
         Some(prev) => {
-            prev.resuming.borrow_mut().take();
+            prev.resuming.set(std::ptr::null());
             prev
         }
-        None => end_of_root_chain(),
-    };
+        None => end_of_root_chain(st),
+    }
+}
+
+/// Ends the running fiber: posts its result and switches to where the rules say.
+/// A fiber that was being dropped (cancelled) just returns: nobody waits for it.
+fn finish<T: 'static>(st: &State, outcome: Result<T, FiberError>) {
+    if st.unwinding() {
+        if let Err(FiberError::Panicked(payload)) = outcome {
+            if !payload.is::<Cancelled>() {
+                eprintln!("neverblock: a dropped fiber panicked while unwinding; the panic is discarded");
+            }
+        }
+        return;
+    }
+    let me = st.current();
+    let next = terminate(st, &me);
     let mut slot;
     match outcome {
         Ok(value) => {
             slot = Some(value);
-            post(Delivery::Value {
-                type_id: TypeId::of::<T>(),
-                type_name: type_name::<T>(),
-                slot: (&mut slot as *mut Option<T>).cast(),
-            });
+            post_value(st, &mut slot);
         }
-        Err(e) => post(Delivery::Error(e)),
+        Err(e) => post_error(st, e),
     }
     let yielder = me.yielder.get();
-    THREAD.with(|t| t.dead.set(Some(me)));
-    // SAFETY: as in `hand_over`: this is the running fiber, on its own stack, inside its body.
+    st.dead.set(Rc::into_raw(me));
+    // SAFETY: as in `hand_over`: this is a fiber, running on its own stack, inside its body.
+    // The fiber is in `dead` until reaped, so it is resumed once more, never cancelled.
     unsafe { (*yielder).suspend(next) };
 }
 
 /// Where a fiber that was not resumed returns when it finishes: the root, or the
-/// last fiber of the chain the root is resuming (MRI's `return_fiber`).
-fn end_of_root_chain() -> Rc<Core> {
-    let mut fiber = THREAD.with(|t| t.root.clone());
+/// last fiber of the chain the root is resuming.
+fn end_of_root_chain(st: &State) -> Rc<Core> {
+    let mut fiber = st.root_ptr();
     loop {
-        let next = fiber.resuming.borrow().clone();
-        match next {
-            Some(next) => fiber = next,
-            None => return fiber,
+        // SAFETY: `fiber` is the root (alive until the thread exits) or a fiber that a
+        // live fiber is resuming, alive by the invariant of `resuming`.
+        let next = unsafe { (*fiber).resuming.get() };
+        if next.is_null() {
+            // SAFETY: as above, and every `Core` is allocated by an `Rc`.
+            return unsafe { rc_from_borrowed(fiber) };
         }
+        fiber = next;
     }
 }

@@ -99,8 +99,10 @@ fn panic_kills_only_its_fiber() {
 #[test]
 fn panic_payload_of_any_type_arrives() {
     let f = Fiber::new(|_: ()| std::panic::panic_any(42u16)).unwrap();
-    let Err(FiberError::Panicked(payload)) = f.resume(()) else { panic!("expected a panic") };
-    assert_eq!(payload.downcast_ref::<u16>(), Some(&42));
+    let err = f.resume(()).unwrap_err();
+    assert!(matches!(err, FiberError::Panicked(_)));
+    assert_eq!(err.panic_message(), None, "not a string payload");
+    assert_eq!(err.into_panic().unwrap().downcast_ref::<u16>(), Some(&42));
 }
 
 #[test]

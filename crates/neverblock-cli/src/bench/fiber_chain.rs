@@ -1,0 +1,257 @@
+//! fiber_chain (SYSTEM.md §1): each fiber creates the next and transfers to it;
+//! the last transfers back to the root, and every fiber stays alive.
+//!
+//! Timed: from creating the first fiber to the root receiving t + 1. Teardown
+//! (unwinding every suspended fiber's stack) is reported separately, since the
+//! peers' garbage collectors do that work outside the timed region.
+
+use std::cell::RefCell;
+use std::process::Command;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use clap::Args;
+use neverblock::fiber::{Builder, Fiber, StackError};
+use serde_json::json;
+
+use super::{peers, raw, report, Common, Row};
+
+#[derive(Args, Debug)]
+pub(crate) struct ChainArgs {
+    /// Length of the chain.
+    #[arg(long, default_value_t = 10_000)]
+    t: u64,
+    /// Untimed runs first.
+    #[arg(long, default_value_t = 20)]
+    warmup: u32,
+    /// Timed runs.
+    #[arg(long, default_value_t = 20)]
+    runs: u32,
+    /// Find the largest t that succeeds (doubling, then bisection), each attempt in
+    /// a child process; report its peak RSS and the limit that stopped it.
+    #[arg(long)]
+    max: bool,
+    /// The largest t that --max tries.
+    #[arg(long, default_value_t = 2_000_000)]
+    cap: u64,
+    /// Make guard pages with mprotect, as kernels before 6.13 must (two mappings per fiber).
+    #[arg(long)]
+    mprotect_guards: bool,
+    /// Usable bytes of each fiber's stack.
+    #[arg(long, default_value_t = neverblock::fiber::DEFAULT_STACK_SIZE)]
+    stack_size: usize,
+    /// Run one chain of t fibers, print its outcome and exit (one --max attempt).
+    #[arg(long, hide = true)]
+    probe: bool,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// One fiber of the chain; a stack error ends the chain early and is kept in `failed`.
+fn link(t: u64, root: Fiber<u64>, builder: Builder, failed: Rc<RefCell<Option<StackError>>>) -> Result<Fiber<u64>, StackError> {
+    builder.clone().build(move |x: u64| {
+        if x > t {
+            return root.transfer(x).expect("the root waits in transfer");
+        }
+        match link(t, root.clone(), builder, failed.clone()) {
+            Ok(next) => next.transfer(x + 1).expect("a new fiber accepts transfer"),
+            Err(e) => {
+                *failed.borrow_mut() = Some(e);
+                root.transfer(x).expect("the root waits in transfer")
+            }
+        }
+    })
+}
+
+/// One chain of `t` fibers: its run time and the time to drop (unwind) it.
+fn chain(t: u64, builder: &Builder) -> Result<(Duration, Duration), StackError> {
+    let failed = Rc::new(RefCell::new(None));
+    let start = Instant::now();
+    let first = link(t, Fiber::current(), builder.clone(), failed.clone())?;
+    let result = first.transfer(0).expect("the chain transfers back to the root");
+    let run = start.elapsed();
+    if let Some(e) = failed.take() {
+        return Err(e);
+    }
+    assert_eq!(result, t + 1, "the chain counts every fiber");
+    let start = Instant::now();
+    drop(first);
+    Ok((run, start.elapsed()))
+}
+
+fn mean_stddev(samples: &[f64]) -> (f64, f64) {
+    let n = samples.len() as f64;
+    let mean = samples.iter().sum::<f64>() / n;
+    let var = samples.iter().map(|s| (s - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
+    (mean, var.sqrt())
+}
+
+/// Warm-ups, then timed runs, of `one` (returning run and teardown times).
+fn measure(args: &ChainArgs, mut one: impl FnMut() -> anyhow::Result<(Duration, Duration)>) -> anyhow::Result<[f64; 3]> {
+    for _ in 0..args.warmup {
+        one()?;
+    }
+    let mut runs = Vec::new();
+    let mut teardowns = Vec::new();
+    for _ in 0..args.runs {
+        let (run, teardown) = one()?;
+        runs.push(run.as_secs_f64());
+        teardowns.push(teardown.as_secs_f64());
+    }
+    let (mean, stddev) = mean_stddev(&runs);
+    Ok([mean, stddev, mean_stddev(&teardowns).0])
+}
+
+fn builder(args: &ChainArgs) -> Builder {
+    Builder::new().stack_size(args.stack_size).mprotect_guards(args.mprotect_guards)
+}
+
+pub(crate) fn run(args: ChainArgs) -> anyhow::Result<()> {
+    if args.probe {
+        return probe(&args);
+    }
+    if args.max {
+        return find_max(&args);
+    }
+    let params = json!({"t": args.t, "warmup": args.warmup, "runs": args.runs});
+    let row = |name: &str, [mean, stddev, teardown]: [f64; 3]| {
+        Row::new("fiber-chain", name, params.clone())
+            .metric("mean_s", mean)
+            .metric("stddev_s", stddev)
+            .metric("teardown_s", teardown)
+    };
+    let b = builder(&args);
+    let mut rows = vec![row("neverblock", measure(&args, || Ok(chain(args.t, &b)?))?)];
+    if args.common.peers {
+        let pool = raw::StackPool::new(args.stack_size);
+        let floor = measure(&args, || {
+            let (result, run, teardown) = raw::chain(args.t, &pool);
+            anyhow::ensure!(result == args.t + 1, "raw chain counted {result}");
+            Ok((run, teardown))
+        })?;
+        rows.push(row("corosensei", floor));
+        let peer_params =
+            [("t", args.t.to_string()), ("warmup", args.warmup.to_string()), ("runs", args.runs.to_string())];
+        rows.extend(peers::run("fiber-chain", &peer_params));
+    }
+    report::print(rows, "mean_s", args.common.json);
+    Ok(())
+}
+
+/// One --max attempt, in its own process: prints `ok <seconds> <peak rss bytes>`,
+/// or the error and exit status 3.
+fn probe(args: &ChainArgs) -> anyhow::Result<()> {
+    match chain_without_teardown(args.t, &builder(args)) {
+        Ok(run) => {
+            println!("ok {} {}", run.as_secs_f64(), peak_rss().unwrap_or(0));
+            std::process::exit(0);
+        }
+        Err(e) => {
+            println!("error {e}");
+            std::process::exit(3);
+        }
+    }
+}
+
+/// Like [`chain`], but exits with the chain alive: an attempt measures holding t fibers.
+fn chain_without_teardown(t: u64, builder: &Builder) -> Result<Duration, StackError> {
+    let failed = Rc::new(RefCell::new(None));
+    let start = Instant::now();
+    let first = link(t, Fiber::current(), builder.clone(), failed.clone())?;
+    first.transfer(0).expect("the chain transfers back to the root");
+    let run = start.elapsed();
+    std::mem::forget(first);
+    failed.take().map_or(Ok(run), Err)
+}
+
+/// Peak resident memory of this process (VmHWM), in bytes.
+fn peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
+}
+
+enum Attempt {
+    Ok { seconds: f64, rss: u64 },
+    Failed(String),
+}
+
+fn attempt(args: &ChainArgs, t: u64) -> anyhow::Result<Attempt> {
+    let exe = std::env::current_exe().context("find the neverblock binary")?;
+    let mut cmd = Command::new(exe);
+    cmd.args(["bench", "fiber-chain", "--probe", "--t", &t.to_string(), "--stack-size", &args.stack_size.to_string()]);
+    if args.mprotect_guards {
+        cmd.arg("--mprotect-guards");
+    }
+    let out = cmd.output().context("run an attempt")?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().last().unwrap_or("");
+    if let Some(rest) = line.strip_prefix("ok ") {
+        let mut parts = rest.split_whitespace();
+        let seconds = parts.next().and_then(|s| s.parse().ok()).unwrap_or(0.0);
+        let rss = parts.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+        return Ok(Attempt::Ok { seconds, rss });
+    }
+    if let Some(rest) = line.strip_prefix("error ") {
+        return Ok(Attempt::Failed(rest.to_string()));
+    }
+    Ok(Attempt::Failed(format!("the attempt died ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim())))
+}
+
+fn find_max(args: &ChainArgs) -> anyhow::Result<()> {
+    let report = |t: u64, what: &Attempt| match what {
+        Attempt::Ok { seconds, rss } => eprintln!("  t = {t:>9}: ok in {seconds:.3} s, peak RSS {:.1} MiB", *rss as f64 / 1048576.0),
+        Attempt::Failed(e) => eprintln!("  t = {t:>9}: failed: {e}"),
+    };
+    let (mut good, mut bad): (Option<(u64, f64, u64)>, Option<(u64, String)>) = (None, None);
+    let mut t = args.t.min(args.cap);
+    loop {
+        let outcome = attempt(args, t)?;
+        report(t, &outcome);
+        match outcome {
+            Attempt::Ok { seconds, rss } => {
+                good = Some((t, seconds, rss));
+                if t == args.cap {
+                    break;
+                }
+                t = (t * 2).min(args.cap);
+            }
+            Attempt::Failed(e) => {
+                bad = Some((t, e));
+                break;
+            }
+        }
+    }
+    while let (Some((lo, ..)), Some((hi, _))) = (&good, &bad) {
+        if hi - lo <= (lo / 100).max(1) {
+            break;
+        }
+        let mid = lo + (hi - lo) / 2;
+        let outcome = attempt(args, mid)?;
+        report(mid, &outcome);
+        match outcome {
+            Attempt::Ok { seconds, rss } => good = Some((mid, seconds, rss)),
+            Attempt::Failed(e) => bad = Some((mid, e)),
+        }
+    }
+    let Some((max, seconds, rss)) = good else {
+        bail!("no chain succeeded; the first attempt failed: {}", bad.map(|b| b.1).unwrap_or_default());
+    };
+    let stopped_by = match &bad {
+        None => format!("the cap of {} (--cap)", args.cap),
+        Some((t, e)) => format!("t = {t}: {e}"),
+    };
+    let guards = if args.mprotect_guards { "mprotect" } else { "auto" };
+    let row = Row::new(
+        "fiber-chain-max",
+        "neverblock",
+        json!({"cap": args.cap, "stack_size": args.stack_size, "guards": guards, "stopped_by": stopped_by}),
+    )
+    .metric("max_fibers_count", max)
+    .metric("run_s", seconds)
+    .metric("peak_rss_bytes", rss)
+    .metric("rss_per_fiber_bytes", rss / max.max(1));
+    report::print(vec![row], "max_fibers_count", args.common.json);
+    Ok(())
+}

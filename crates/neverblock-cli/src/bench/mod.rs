@@ -1,0 +1,40 @@
+//! `neverblock bench …`: the experiments of SYSTEM.md, each against its peers in one run.
+
+mod fiber_chain;
+mod fiber_switch;
+mod peers;
+mod raw;
+mod report;
+
+use clap::{Args, Subcommand};
+
+pub(crate) use report::Row;
+
+/// The benchmarks.
+#[derive(Subcommand, Debug)]
+pub(crate) enum Bench {
+    /// SYSTEM.md §1 fiber_chain: a chain of t fibers, each transferring to the next.
+    FiberChain(fiber_chain::ChainArgs),
+    /// SYSTEM.md §1 fiber_switch: t fibers, each resume+yield to a random next one.
+    FiberSwitch(fiber_switch::SwitchArgs),
+}
+
+/// Options every benchmark takes.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct Common {
+    /// Print one JSON object per row instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Also run the peers: raw corosensei (the floor), MRI Ruby and Go when installed.
+    #[arg(long)]
+    peers: bool,
+}
+
+impl Bench {
+    pub(crate) fn run(self) -> anyhow::Result<()> {
+        match self {
+            Bench::FiberChain(args) => fiber_chain::run(args),
+            Bench::FiberSwitch(args) => fiber_switch::run(args),
+        }
+    }
+}
