@@ -45,12 +45,7 @@ pub enum FiberError {
     Panicked(PanicPayload),
     /// The value that arrived is not of the type the receiving call expects
     /// (handles of different value types were mixed on one fiber).
-    TypeMismatch {
-        /// The type the receiving call expects.
-        expected: &'static str,
-        /// The type that was sent.
-        found: &'static str,
-    },
+    TypeMismatch(Box<TypeMismatch>),
     /// A switch was attempted by code running in a dropped fiber's destructors.
     Unwinding,
 }
@@ -68,7 +63,7 @@ impl FiberError {
     /// ```
     pub fn panic_message(&self) -> Option<&str> {
         match self {
-            FiberError::Panicked(payload) => payload.message.as_deref(),
+            FiberError::Panicked(payload) => payload.0.message.as_deref(),
             _ => None,
         }
     }
@@ -88,17 +83,28 @@ impl FiberError {
     pub fn into_panic(self) -> Option<Box<dyn Any + Send>> {
         match self {
             FiberError::Panicked(payload) => {
-                Some(payload.payload.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner()))
+                Some(payload.0.payload.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner()))
             }
             _ => None,
         }
     }
 }
 
+/// The types of a [`FiberError::TypeMismatch`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TypeMismatch {
+    /// The type the receiving call expects.
+    pub expected: &'static str,
+    /// The type that was sent.
+    pub found: &'static str,
+}
+
 /// What a fiber panicked with. The payload sits behind a `Mutex` only so that
 /// `FiberError` is `Sync` (and so works with `?` into `Box<dyn Error + Send + Sync>`);
-/// it is never locked concurrently.
-pub struct PanicPayload {
+/// it is never locked concurrently. Boxed, to keep `FiberError` two words.
+pub struct PanicPayload(Box<Panic>);
+
+struct Panic {
     message: Option<String>,
     payload: Mutex<Box<dyn Any + Send>>,
 }
@@ -109,20 +115,20 @@ impl PanicPayload {
             .downcast_ref::<&'static str>()
             .map(|s| s.to_string())
             .or_else(|| payload.downcast_ref::<String>().cloned());
-        PanicPayload { message, payload: Mutex::new(payload) }
+        PanicPayload(Box::new(Panic { message, payload: Mutex::new(payload) }))
     }
 }
 
 impl PanicPayload {
     /// Whether the payload is of type `T`.
     pub(crate) fn is<T: Any>(&self) -> bool {
-        self.payload.lock().map(|p| p.is::<T>()).unwrap_or(false)
+        self.0.payload.lock().map(|p| p.is::<T>()).unwrap_or(false)
     }
 }
 
 impl fmt::Debug for PanicPayload {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PanicPayload").field("message", &self.message).finish_non_exhaustive()
+        f.debug_struct("PanicPayload").field("message", &self.0.message).finish_non_exhaustive()
     }
 }
 
@@ -142,8 +148,8 @@ impl fmt::Display for FiberError {
                 Some(message) => write!(f, "the fiber panicked: {message}"),
                 None => f.write_str("the fiber panicked"),
             },
-            FiberError::TypeMismatch { expected, found } => {
-                write!(f, "a fiber expected a value of type {expected} but was sent {found}")
+            FiberError::TypeMismatch(m) => {
+                write!(f, "a fiber expected a value of type {} but was sent {}", m.expected, m.found)
             }
             FiberError::Unwinding => f.write_str("attempt to switch fibers while a dropped fiber unwinds"),
         }
@@ -157,3 +163,8 @@ impl fmt::Debug for FiberError {
 }
 
 impl std::error::Error for FiberError {}
+
+#[test]
+fn fiber_error_is_two_words() {
+    assert_eq!(std::mem::size_of::<FiberError>(), 2 * std::mem::size_of::<usize>());
+}

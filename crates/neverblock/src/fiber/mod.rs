@@ -95,7 +95,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::rc::Rc;
 
-pub use error::{FiberError, PanicPayload};
+pub use error::{FiberError, PanicPayload, TypeMismatch};
 pub use stack::{set_stack_limit, stack_stats, StackError, StackStats, DEFAULT_STACK_SIZE};
 
 use switch::Core;

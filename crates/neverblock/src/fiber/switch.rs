@@ -25,7 +25,7 @@ use std::rc::Rc;
 
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
-use super::error::{FiberError, PanicPayload};
+use super::error::{FiberError, PanicPayload, TypeMismatch};
 use super::rules::View;
 use super::stack::PooledStack;
 
@@ -176,15 +176,14 @@ impl State {
         root
     }
 
-    /// The running fiber, borrowed.
+    /// The running fiber, borrowed. Only after the root is made: every fiber
+    /// operation starts from a `Fiber` (whose creation makes the root) or from
+    /// [`current`] (which makes it); `yield_now` checks first.
     #[inline(always)]
     fn current_ptr(&self) -> *const Core {
         let current = self.current.get();
-        if current.is_null() {
-            self.root_ptr()
-        } else {
-            current
-        }
+        debug_assert!(!current.is_null(), "the root fiber is made before any switch");
+        current
     }
 
     /// Runs `f` on the running fiber.
@@ -257,7 +256,10 @@ impl Core {
                 finish(st, outcome);
             })
         });
-        let id = with_state(|st| st.next_id.replace(st.next_id.get() + 1));
+        let id = with_state(|st| {
+            st.root_ptr();
+            st.next_id.replace(st.next_id.get() + 1)
+        });
         Rc::new(Core::new(id, Some(coroutine), Status::Created))
     }
 
@@ -310,7 +312,10 @@ impl Drop for Core {
 
 /// The running fiber (the root when no fiber runs).
 pub(crate) fn current() -> Rc<Core> {
-    with_state(State::current)
+    with_state(|st| {
+        st.root_ptr();
+        st.current()
+    })
 }
 
 /// Ruby's `fiber.resume(value)`.
@@ -346,6 +351,10 @@ pub(crate) fn transfer<T: 'static>(target: &Rc<Core>, value: T) -> Result<T, Fib
 pub(crate) fn yield_now<T: 'static>(value: T) -> Result<T, FiberError> {
     with_state(|st| {
         refuse_while_unwinding(st)?;
+        if st.current.get().is_null() {
+            // No fiber was ever made on this thread: this is the root.
+            return Err(FiberError::YieldNotResumed);
+        }
         let resumer = st.with_current(|me| {
             super::rules::check_yield(me.view_in(st))?;
             let prev = me.prev.take().expect("the rules passed, so the fiber has a resumer");
@@ -418,7 +427,7 @@ fn cancel() -> ! {
 /// by [`reap`] and by the cancel on drop, during which the fiber makes no switch.
 #[inline(always)]
 fn drive(st: &State, mut next: Rc<Core>) {
-    let root = st.root_ptr();
+    let root = st.root.get();
     while !next.is_root() {
         st.current.set(Rc::as_ptr(&next));
         let step = next
@@ -451,7 +460,7 @@ fn receive<R: 'static>(st: &State) -> Result<R, FiberError> {
             let value = unsafe { (*slot.cast::<Option<R>>()).take() };
             Ok(value.expect("a posted value is taken once"))
         }
-        Parcel { type_name: found, .. } => Err(FiberError::TypeMismatch { expected: type_name::<R>(), found: found() }),
+        Parcel { type_name: found, .. } => Err(FiberError::TypeMismatch(Box::new(TypeMismatch { expected: type_name::<R>(), found: found() }))),
     };
     if !st.dead.get().is_null() {
         reap(st);
