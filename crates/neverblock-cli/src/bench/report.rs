@@ -42,7 +42,7 @@ pub(crate) fn print(mut rows: Vec<Row>, key: &str, json: bool) {
         .filter(|r| r.implementation == "neverblock")
         .filter_map(|r| Some((r.params.clone(), r.get(key)?)))
         .collect();
-    for row in &mut rows {
+    for row in rows.iter_mut().filter(|r| r.implementation != "neverblock") {
         let base = baselines.iter().find(|(p, _)| *p == row.params).map(|(_, v)| *v);
         if let (Some(base), Some(own)) = (base, row.get(key)) {
             if base > 0.0 {
@@ -50,6 +50,8 @@ pub(crate) fn print(mut rows: Vec<Row>, key: &str, json: bool) {
             }
         }
     }
+    // Group rows by configuration, in the order neverblock ran them.
+    rows.sort_by_key(|r| baselines.iter().position(|(p, _)| *p == r.params).unwrap_or(usize::MAX));
     if json {
         for row in &rows {
             println!("{}", serde_json::to_string(row).expect("rows serialise"));
