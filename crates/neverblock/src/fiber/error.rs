@@ -39,7 +39,7 @@ pub enum FiberError {
     TransferToYielding,
     /// Transferring to a fiber that is resuming another.
     TransferToResuming,
-    /// Transferring to a fiber that has finished.
+    /// Transferring to a fiber that has finished (MRI 3.1 says "dead fiber called").
     TransferToTerminated,
     /// The fiber switched to panicked; it is terminated, and this is the payload.
     Panicked(PanicPayload),
@@ -143,7 +143,7 @@ impl fmt::Display for FiberError {
             FiberError::YieldNotResumed => f.write_str("attempt to yield on a not resumed fiber"),
             FiberError::TransferToYielding => f.write_str("attempt to transfer to a yielding fiber"),
             FiberError::TransferToResuming => f.write_str("attempt to transfer to a resuming fiber"),
-            FiberError::TransferToTerminated => f.write_str("attempt to transfer to a terminated fiber"),
+            FiberError::TransferToTerminated => f.write_str("dead fiber called"),
             FiberError::Panicked(_) => match self.panic_message() {
                 Some(message) => write!(f, "the fiber panicked: {message}"),
                 None => f.write_str("the fiber panicked"),

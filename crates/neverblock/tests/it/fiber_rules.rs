@@ -182,7 +182,7 @@ pub const SCENARIOS: &[Scenario] = &[
             rec(a.resume(1));
             rec(a.transfer(2));
         },
-        expected: &["value: 1", "error: attempt to transfer to a terminated fiber"],
+        expected: &["value: 1", "error: dead fiber called"],
     },
     Scenario {
         name: "transfer_to_self",
@@ -205,7 +205,7 @@ pub const SCENARIOS: &[Scenario] = &[
             rec(a.transfer(1));
             rec(a.transfer(1));
         },
-        expected: &["value: 42", "error: attempt to transfer to a terminated fiber"],
+        expected: &["value: 42", "error: dead fiber called"],
     },
     Scenario {
         name: "finish_after_transfers_returns_to_root_through_a_chain",

@@ -29,7 +29,7 @@ fn transfer_rules_in_mri_order() {
         (View { current: true, ..NONE }, None),
         (View { resuming: true, yielding: true, ..NONE }, Some("attempt to transfer to a resuming fiber")),
         (View { yielding: true, ..NONE }, Some("attempt to transfer to a yielding fiber")),
-        (View { terminated: true, ..NONE }, Some("attempt to transfer to a terminated fiber")),
+        (View { terminated: true, ..NONE }, Some("dead fiber called")),
     ];
     for (view, expected) in cases {
         let got = check_transfer(*view).err().map(|e| e.to_string());
