@@ -7,6 +7,8 @@
 //! - `transfer_ring`: one `transfer` in a ring of 64 fibers (the raw floor suspends
 //!   to a manager loop naming the next coroutine, which is what `transfer` does).
 
+#![allow(missing_docs)] // criterion_group! generates undocumented items
+
 use std::hint::black_box;
 
 use corosensei::stack::DefaultStack;
@@ -16,9 +18,8 @@ use neverblock::fiber::{self, Fiber};
 
 fn create_resume_finish(c: &mut Criterion) {
     let mut group = c.benchmark_group("create_resume_finish");
-    group.bench_function("neverblock", |b| {
-        b.iter(|| Fiber::new(|x: u64| x + 1).unwrap().resume(black_box(1)).unwrap())
-    });
+    group
+        .bench_function("neverblock", |b| b.iter(|| Fiber::new(|x: u64| x + 1).unwrap().resume(black_box(1)).unwrap()));
     let mut stacks = vec![DefaultStack::new(fiber::DEFAULT_STACK_SIZE).unwrap()];
     group.bench_function("corosensei", |b| {
         b.iter(|| {
@@ -82,9 +83,12 @@ fn transfer_ring(c: &mut Criterion) {
     type Hop = Coroutine<u64, (usize, u64), (), DefaultStack>;
     let mut coroutines: Vec<Hop> = (0..RING)
         .map(|i| {
-            Coroutine::with_stack(DefaultStack::new(fiber::DEFAULT_STACK_SIZE).unwrap(), move |y: &Yielder<u64, (usize, u64)>, mut hops: u64| loop {
-                hops = if hops == 0 { y.suspend((usize::MAX, 0)) } else { y.suspend(((i + 1) % RING, hops - 1)) };
-            })
+            Coroutine::with_stack(
+                DefaultStack::new(fiber::DEFAULT_STACK_SIZE).unwrap(),
+                move |y: &Yielder<u64, (usize, u64)>, mut hops: u64| loop {
+                    hops = if hops == 0 { y.suspend((usize::MAX, 0)) } else { y.suspend(((i + 1) % RING, hops - 1)) };
+                },
+            )
         })
         .collect();
     group.bench_function("corosensei_1000_hops", |b| {
@@ -102,5 +106,9 @@ fn transfer_ring(c: &mut Criterion) {
     drop(slots.borrow_mut().drain(..));
 }
 
-criterion_group!(benches, create_resume_finish, resume_yield, transfer_ring);
+criterion_group! {
+    name = benches;
+    config = Criterion::default();
+    targets = create_resume_finish, resume_yield, transfer_ring
+}
 criterion_main!(benches);

@@ -49,7 +49,12 @@ pub(crate) struct ChainArgs {
 }
 
 /// One fiber of the chain; a stack error ends the chain early and is kept in `failed`.
-fn link(t: u64, root: Fiber<u64>, builder: Builder, failed: Rc<RefCell<Option<StackError>>>) -> Result<Fiber<u64>, StackError> {
+fn link(
+    t: u64,
+    root: Fiber<u64>,
+    builder: Builder,
+    failed: Rc<RefCell<Option<StackError>>>,
+) -> Result<Fiber<u64>, StackError> {
     builder.clone().build(move |x: u64| {
         if x > t {
             return root.transfer(x).expect("the root waits in transfer");
@@ -88,7 +93,10 @@ fn mean_stddev(samples: &[f64]) -> (f64, f64) {
 }
 
 /// Warm-ups, then timed runs, of `one` (returning run and teardown times).
-fn measure(args: &ChainArgs, mut one: impl FnMut() -> anyhow::Result<(Duration, Duration)>) -> anyhow::Result<[f64; 3]> {
+fn measure(
+    args: &ChainArgs,
+    mut one: impl FnMut() -> anyhow::Result<(Duration, Duration)>,
+) -> anyhow::Result<[f64; 3]> {
     for _ in 0..args.warmup {
         one()?;
     }
@@ -199,48 +207,55 @@ fn attempt(args: &ChainArgs, t: u64) -> anyhow::Result<Attempt> {
     Ok(Attempt::Failed(format!("the attempt died ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim())))
 }
 
+/// The largest chain that succeeded so far.
+struct Success {
+    t: u64,
+    seconds: f64,
+    rss: u64,
+}
+
+/// The smallest chain that failed so far, and why.
+struct Failure {
+    t: u64,
+    reason: String,
+}
+
 fn find_max(args: &ChainArgs) -> anyhow::Result<()> {
-    let report = |t: u64, what: &Attempt| match what {
-        Attempt::Ok { seconds, rss } => eprintln!("  t = {t:>9}: ok in {seconds:.3} s, peak RSS {:.1} MiB", *rss as f64 / 1048576.0),
-        Attempt::Failed(e) => eprintln!("  t = {t:>9}: failed: {e}"),
-    };
-    let (mut good, mut bad): (Option<(u64, f64, u64)>, Option<(u64, String)>) = (None, None);
-    let mut t = args.t.min(args.cap);
-    loop {
-        let outcome = attempt(args, t)?;
-        report(t, &outcome);
-        match outcome {
-            Attempt::Ok { seconds, rss } => {
-                good = Some((t, seconds, rss));
-                if t == args.cap {
-                    break;
-                }
-                t = (t * 2).min(args.cap);
-            }
-            Attempt::Failed(e) => {
-                bad = Some((t, e));
-                break;
-            }
+    let mut good: Option<Success> = None;
+    let mut bad: Option<Failure> = None;
+    let record = |t: u64, outcome: Attempt, good: &mut Option<Success>, bad: &mut Option<Failure>| match outcome {
+        Attempt::Ok { seconds, rss } => {
+            eprintln!("  t = {t:>9}: ok in {seconds:.3} s, peak RSS {:.1} MiB", rss as f64 / 1048576.0);
+            *good = Some(Success { t, seconds, rss });
         }
-    }
-    while let (Some((lo, ..)), Some((hi, _))) = (&good, &bad) {
-        if hi - lo <= (lo / 100).max(1) {
+        Attempt::Failed(reason) => {
+            eprintln!("  t = {t:>9}: failed: {reason}");
+            *bad = Some(Failure { t, reason });
+        }
+    };
+    // Doubling up to the first failure (or the cap)...
+    let mut t = args.t.min(args.cap);
+    while bad.is_none() {
+        record(t, attempt(args, t)?, &mut good, &mut bad);
+        if t == args.cap {
             break;
         }
-        let mid = lo + (hi - lo) / 2;
-        let outcome = attempt(args, mid)?;
-        report(mid, &outcome);
-        match outcome {
-            Attempt::Ok { seconds, rss } => good = Some((mid, seconds, rss)),
-            Attempt::Failed(e) => bad = Some((mid, e)),
-        }
+        t = (t * 2).min(args.cap);
     }
-    let Some((max, seconds, rss)) = good else {
-        bail!("no chain succeeded; the first attempt failed: {}", bad.map(|b| b.1).unwrap_or_default());
+    // ...then bisection, to within 1%.
+    while let (Some(lo), Some(hi)) = (&good, &bad) {
+        if hi.t - lo.t <= (lo.t / 100).max(1) {
+            break;
+        }
+        let mid = lo.t + (hi.t - lo.t) / 2;
+        record(mid, attempt(args, mid)?, &mut good, &mut bad);
+    }
+    let Some(best) = good else {
+        bail!("no chain succeeded; the first attempt failed: {}", bad.map(|b| b.reason).unwrap_or_default());
     };
     let stopped_by = match &bad {
         None => format!("the cap of {} (--cap)", args.cap),
-        Some((t, e)) => format!("t = {t}: {e}"),
+        Some(failure) => format!("t = {}: {}", failure.t, failure.reason),
     };
     let guards = if args.mprotect_guards { "mprotect" } else { "auto" };
     let row = Row::new(
@@ -248,10 +263,10 @@ fn find_max(args: &ChainArgs) -> anyhow::Result<()> {
         "neverblock",
         json!({"cap": args.cap, "stack_size": args.stack_size, "guards": guards, "stopped_by": stopped_by}),
     )
-    .metric("max_fibers_count", max)
-    .metric("run_s", seconds)
-    .metric("peak_rss_bytes", rss)
-    .metric("rss_per_fiber_bytes", rss / max.max(1));
+    .metric("max_fibers_count", best.t)
+    .metric("run_s", best.seconds)
+    .metric("peak_rss_bytes", best.rss)
+    .metric("rss_per_fiber_bytes", best.rss / best.t.max(1));
     report::print(vec![row], "max_fibers_count", args.common.json);
     Ok(())
 }

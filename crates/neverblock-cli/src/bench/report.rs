@@ -95,8 +95,7 @@ fn print_table(rows: &[Row]) {
         line.extend(metric_names.iter().map(|n| row.metrics.get(*n).map(render).unwrap_or_else(|| "-".into())));
         lines.push(line);
     }
-    let widths: Vec<usize> =
-        (0..lines[0].len()).map(|i| lines.iter().map(|l| l[i].len()).max().unwrap_or(0)).collect();
+    let widths: Vec<usize> = (0..lines[0].len()).map(|i| lines.iter().map(|l| l[i].len()).max().unwrap_or(0)).collect();
     println!("{}", first.bench);
     for line in lines {
         let cells: Vec<String> = line.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();

@@ -80,7 +80,8 @@ struct Parcel {
     type_name: fn() -> &'static str,
 }
 
-const NO_PARCEL: Parcel = Parcel { type_id: TypeId::of::<()>(), slot: std::ptr::null_mut(), type_name: type_name::<()> };
+const NO_PARCEL: Parcel =
+    Parcel { type_id: TypeId::of::<()>(), slot: std::ptr::null_mut(), type_name: type_name::<()> };
 
 /// The fiber state of one thread. `const`-initialised and without a destructor,
 /// so its memory lives as long as the thread; each operation fetches it once.
@@ -387,7 +388,11 @@ fn switch<T: 'static, R: 'static>(st: &State, target: Rc<Core>, value: T) -> Res
 
 #[inline(always)]
 fn post_value<T: 'static>(st: &State, slot: &mut Option<T>) {
-    st.parcel.set(Parcel { type_id: TypeId::of::<T>(), slot: (slot as *mut Option<T>).cast(), type_name: type_name::<T> });
+    st.parcel.set(Parcel {
+        type_id: TypeId::of::<T>(),
+        slot: (slot as *mut Option<T>).cast(),
+        type_name: type_name::<T>,
+    });
 }
 
 fn post_error(st: &State, error: FiberError) {
@@ -460,7 +465,9 @@ fn receive<R: 'static>(st: &State) -> Result<R, FiberError> {
             let value = unsafe { (*slot.cast::<Option<R>>()).take() };
             Ok(value.expect("a posted value is taken once"))
         }
-        Parcel { type_name: found, .. } => Err(FiberError::TypeMismatch(Box::new(TypeMismatch { expected: type_name::<R>(), found: found() }))),
+        Parcel { type_name: found, .. } => {
+            Err(FiberError::TypeMismatch(Box::new(TypeMismatch { expected: type_name::<R>(), found: found() })))
+        }
     };
     if !st.dead.get().is_null() {
         reap(st);

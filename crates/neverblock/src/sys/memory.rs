@@ -95,17 +95,12 @@ pub(crate) fn guard(addr: usize, len: usize, kind: GuardKind) -> io::Result<()> 
 
 /// The kernel's limit on mappings per process (`vm.max_map_count`).
 pub(crate) fn max_map_count() -> usize {
-    std::fs::read_to_string("/proc/sys/vm/max_map_count")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(65530)
+    std::fs::read_to_string("/proc/sys/vm/max_map_count").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(65530)
 }
 
 /// How many mappings this process holds now.
 pub(crate) fn map_count() -> usize {
-    std::fs::read("/proc/self/maps")
-        .map(|maps| maps.iter().filter(|&&b| b == b'\n').count())
-        .unwrap_or(0)
+    std::fs::read("/proc/self/maps").map(|maps| maps.iter().filter(|&&b| b == b'\n').count()).unwrap_or(0)
 }
 
 /// Memory the kernel reports as available for new allocations, in bytes.

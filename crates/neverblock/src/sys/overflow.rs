@@ -41,9 +41,8 @@ const SIGNALS: [libc::c_int; 2] = [libc::SIGSEGV, libc::SIGBUS];
 /// Returns the entry to pass to [`unregister`], or `None` when the table is full.
 pub(crate) fn register(start: usize, len: usize, slot: usize, guard: usize) -> Option<usize> {
     install();
-    let index = CLAIMED
-        .iter()
-        .position(|c| c.compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed).is_ok())?;
+    let index =
+        CLAIMED.iter().position(|c| c.compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed).is_ok())?;
     let region = &REGIONS[index];
     region.start.store(start, Ordering::Relaxed);
     region.slot.store(slot, Ordering::Relaxed);

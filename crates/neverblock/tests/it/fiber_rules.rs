@@ -25,11 +25,11 @@ fn root() -> Fiber<i64> {
     Fiber::current()
 }
 
-pub struct Scenario {
-    pub name: &'static str,
+pub(crate) struct Scenario {
+    pub(crate) name: &'static str,
     /// The same steps in Ruby, with `rec { … }` recording a call's outcome and
     /// `root` bound to the root fiber.
-    pub ruby: &'static str,
+    pub(crate) ruby: &'static str,
     run: fn(),
     /// MRI 3.1's outcomes.
     expected: &'static [&'static str],
@@ -37,14 +37,14 @@ pub struct Scenario {
 
 impl Scenario {
     /// Runs the Rust side and returns the recorded outcomes.
-    pub fn outcomes(&self) -> Vec<String> {
+    pub(crate) fn outcomes(&self) -> Vec<String> {
         LOG.with(|l| l.borrow_mut().clear());
         (self.run)();
         LOG.with(|l| l.take())
     }
 }
 
-pub const SCENARIOS: &[Scenario] = &[
+pub(crate) const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "resume_terminated",
         ruby: "f = Fiber.new { |x| x }; rec { f.resume(1) }; rec { f.resume(2) }",

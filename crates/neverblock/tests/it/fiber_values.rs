@@ -1,5 +1,8 @@
 //! Values in every direction, long chains, and types that do not match.
 
+use std::cell::RefCell;
+use std::rc::Rc;
+
 use neverblock::fiber::{self, Fiber, FiberError, FiberState};
 
 #[test]
@@ -107,26 +110,27 @@ fn panic_payload_of_any_type_arrives() {
 
 #[test]
 fn a_value_of_the_wrong_type_is_refused_by_its_receiver() {
-    let f = Fiber::new(|x: u64| x).unwrap();
-    let wrong: Fiber<String> = Fiber::current();
-    drop(wrong);
-    let g = Fiber::new(|s: String| fiber::yield_now(s).unwrap()).unwrap();
-    g.resume("x".into()).unwrap();
-    // Resuming `g` (which waits for a String) through a handle typed u64.
-    let as_u64: Fiber<u64> = {
-        let handle = g.clone();
-        let resumer = Fiber::new(move |_: u64| {
-            let err = handle.resume("y".to_string()).unwrap();
-            err.len() as u64
-        })
-        .unwrap();
-        resumer
-    };
-    assert_eq!(as_u64.resume(0).unwrap(), 1, "same types pass");
+    // A fiber of Strings, and a handle to it typed u64 (taken from inside it).
+    let u64_handle: Rc<RefCell<Option<Fiber<u64>>>> = Rc::default();
+    let stash = u64_handle.clone();
+    let strings = Fiber::new(move |s: String| {
+        *stash.borrow_mut() = Some(Fiber::<u64>::current());
+        let err = fiber::yield_now(s).unwrap_err();
+        format!("refused: {err}")
+    })
+    .unwrap();
+    assert_eq!(strings.resume("hi".into()).unwrap(), "hi");
+    let wrong = u64_handle.borrow_mut().take().unwrap();
+    // The fiber receives a u64 where it waits for a String: its yield_now gets the error.
+    // It then returns a String, which this u64-typed resume refuses in turn.
+    let err = wrong.resume(5).unwrap_err();
+    let FiberError::TypeMismatch(mismatch) = &err else { panic!("expected a type mismatch: {err}") };
+    assert_eq!((mismatch.expected, mismatch.found), ("u64", "alloc::string::String"));
+    assert!(!strings.is_alive());
+
     let err = Fiber::new(|_: u8| fiber::yield_now(1i32).map(|v| v as u8).unwrap_or(0)).unwrap().resume(0).unwrap_err();
     let FiberError::TypeMismatch(mismatch) = &err else { panic!("expected a type mismatch: {err}") };
     assert_eq!((mismatch.expected, mismatch.found), ("u8", "i32"));
-    assert_eq!(f.resume(3).unwrap(), 3);
 }
 
 #[test]

@@ -77,11 +77,8 @@ fn mapping_limit_is_a_clear_error_not_a_crash() {
     assert!(stderr.contains("map count limit: true"), "{stderr}");
     assert!(stderr.contains("vm.max_map_count"), "{stderr}");
     assert!(stderr.contains("after freeing: 2"), "{stderr}");
-    let fibers: usize = stderr
-        .lines()
-        .find_map(|l| l.strip_prefix("fibers: "))
-        .and_then(|n| n.parse().ok())
-        .expect("count line");
+    let fibers: usize =
+        stderr.lines().find_map(|l| l.strip_prefix("fibers: ")).and_then(|n| n.parse().ok()).expect("count line");
     let limit: usize = std::fs::read_to_string("/proc/sys/vm/max_map_count").unwrap().trim().parse().unwrap();
     assert!(fibers > limit / 2 - 2000 && fibers < limit / 2, "{fibers} fibers under limit {limit}");
 }

@@ -5,7 +5,7 @@ use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard};
 
 /// Runs one of this crate's examples, building it first if this test run did not.
-pub fn run_example(name: &str, args: &[&str]) -> Output {
+pub(crate) fn run_example(name: &str, args: &[&str]) -> Output {
     let test_exe = std::env::current_exe().expect("test binary path");
     let profile_dir = test_exe.parent().and_then(|deps| deps.parent()).expect("target dir");
     let path: PathBuf = profile_dir.join("examples").join(name);
@@ -23,12 +23,12 @@ pub fn run_example(name: &str, args: &[&str]) -> Output {
 }
 
 /// How many mappings this process holds.
-pub fn map_count() -> usize {
+pub(crate) fn map_count() -> usize {
     std::fs::read_to_string("/proc/self/maps").expect("read /proc/self/maps").lines().count()
 }
 
 /// Serialises the tests that count this process's mappings or add many of them.
-pub fn mappings_lock() -> MutexGuard<'static, ()> {
+pub(crate) fn mappings_lock() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
     LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }

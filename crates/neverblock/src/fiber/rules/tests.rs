@@ -40,5 +40,8 @@ fn transfer_rules_in_mri_order() {
 #[test]
 fn yield_needs_a_resumer() {
     assert!(check_yield(View { resumed: true, current: true, ..NONE }).is_ok());
-    assert_eq!(check_yield(View { current: true, ..NONE }).unwrap_err().to_string(), "attempt to yield on a not resumed fiber");
+    assert_eq!(
+        check_yield(View { current: true, ..NONE }).unwrap_err().to_string(),
+        "attempt to yield on a not resumed fiber"
+    );
 }
