@@ -48,6 +48,23 @@ pub(crate) struct ChainArgs {
     common: Common,
 }
 
+impl ChainArgs {
+    /// The published configuration: t = 10,000, 20 warm-ups, 20 timed runs.
+    pub(crate) fn defaults(common: Common) -> ChainArgs {
+        ChainArgs {
+            t: 10_000,
+            warmup: 20,
+            runs: 20,
+            max: false,
+            cap: 2_000_000,
+            mprotect_guards: false,
+            stack_size: neverblock::fiber::DEFAULT_STACK_SIZE,
+            probe: false,
+            common,
+        }
+    }
+}
+
 /// One fiber of the chain; a stack error ends the chain early and is kept in `failed`.
 fn link(
     t: u64,

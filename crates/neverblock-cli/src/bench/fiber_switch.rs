@@ -21,6 +21,13 @@ pub(crate) struct SwitchArgs {
     common: Common,
 }
 
+impl SwitchArgs {
+    /// Both published configurations.
+    pub(crate) fn defaults(common: Common) -> SwitchArgs {
+        SwitchArgs { t: None, n: None, common }
+    }
+}
+
 /// A small, fast generator (xorshift64*) so the benchmark measures switching, not randomness.
 pub(crate) struct Rng(u64);
 

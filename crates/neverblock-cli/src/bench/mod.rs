@@ -17,6 +17,8 @@ pub(crate) enum Bench {
     FiberChain(fiber_chain::ChainArgs),
     /// SYSTEM.md §1 fiber_switch: t fibers, each resume+yield to a random next one.
     FiberSwitch(fiber_switch::SwitchArgs),
+    /// Every benchmark with its defaults.
+    All(Common),
 }
 
 /// Options every benchmark takes.
@@ -35,6 +37,10 @@ impl Bench {
         match self {
             Bench::FiberChain(args) => fiber_chain::run(args),
             Bench::FiberSwitch(args) => fiber_switch::run(args),
+            Bench::All(common) => {
+                fiber_chain::run(fiber_chain::ChainArgs::defaults(common.clone()))?;
+                fiber_switch::run(fiber_switch::SwitchArgs::defaults(common))
+            }
         }
     }
 }
