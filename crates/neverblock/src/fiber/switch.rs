@@ -19,7 +19,7 @@
 //! destructors, so each access is one load from the thread pointer.
 
 use std::any::{type_name, TypeId};
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, RefCell, UnsafeCell};
 use std::panic::{self, AssertUnwindSafe};
 use std::rc::Rc;
 
@@ -41,7 +41,12 @@ struct Cancelled;
 pub(crate) struct Core {
     id: u64,
     /// `None` for the root fiber, and for a fiber once it has finished.
-    body: RefCell<Option<Body>>,
+    ///
+    /// # Invariant
+    /// Accessed only by `drive` (while it runs this fiber), `reap` (once the fiber
+    /// is dead, so not running) and `Drop` (no handle left, so not running): never
+    /// two at once, which is what a `RefCell` would check on every switch.
+    body: UnsafeCell<Option<Body>>,
     /// Set by the fiber itself when it starts; valid while its body runs.
     ///
     /// # Invariant
@@ -236,7 +241,7 @@ impl Core {
     fn new(id: u64, body: Option<Body>, status: Status) -> Core {
         Core {
             id,
-            body: RefCell::new(body),
+            body: UnsafeCell::new(body),
             yielder: Cell::new(std::ptr::null()),
             status: Cell::new(status),
             prev: Cell::new(None),
@@ -435,12 +440,9 @@ fn drive(st: &State, mut next: Rc<Core>) {
     let root = st.root.get();
     while !next.is_root() {
         st.current.set(Rc::as_ptr(&next));
-        let step = next
-            .body
-            .borrow_mut()
-            .as_mut()
-            .expect("a fiber switched to has passed the rules, so it has not finished")
-            .resume(false);
+        // SAFETY: by the invariant of `body`, `drive` alone touches it while `next` runs.
+        let body = unsafe { &mut *next.body.get() };
+        let step = body.as_mut().expect("a fiber switched to has passed the rules, so it has not finished").resume(false);
         next = match step {
             CoroutineResult::Yield(to) => to,
             CoroutineResult::Return(()) => unreachable!("a fiber's body returns only when reaped"),
@@ -482,7 +484,8 @@ fn reap(st: &State) {
     // SAFETY: a non-null `dead` came from `Rc::into_raw` in `finish`; taking it here
     // gives that strong count back exactly once.
     let dead = unsafe { Rc::from_raw(st.dead.replace(std::ptr::null())) };
-    let body = dead.body.borrow_mut().take();
+    // SAFETY: by the invariant of `body`: the fiber is dead, so `drive` is not running it.
+    let body = unsafe { &mut *dead.body.get() }.take();
     if let Some(mut body) = body {
         let step = body.resume(false);
         debug_assert!(matches!(step, CoroutineResult::Return(())));
