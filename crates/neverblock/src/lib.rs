@@ -31,5 +31,14 @@
 #![deny(unsafe_code)]
 
 pub mod fiber;
+pub mod io;
+mod reactor;
+pub mod runtime;
+pub mod sync;
 #[allow(unsafe_code)]
 mod sys;
+
+pub use runtime::{
+    current_task_id, current_task_name, run, sleep, sleep_until, spawn, spawn_named, timeout, try_spawn, yield_now,
+    Elapsed, JoinError, JoinHandle, SpawnError,
+};

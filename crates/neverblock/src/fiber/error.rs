@@ -82,9 +82,7 @@ impl FiberError {
     /// ```
     pub fn into_panic(self) -> Option<Box<dyn Any + Send>> {
         match self {
-            FiberError::Panicked(payload) => {
-                Some(payload.0.payload.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner()))
-            }
+            FiberError::Panicked(payload) => Some(payload.into_inner()),
             _ => None,
         }
     }
@@ -120,6 +118,25 @@ impl PanicPayload {
 }
 
 impl PanicPayload {
+    /// The panic message, when the payload is a string.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock::fiber::{Fiber, FiberError};
+    ///
+    /// let Err(FiberError::Panicked(p)) = Fiber::new(|_: ()| panic!("oops")).unwrap().resume(()) else { panic!() };
+    /// assert_eq!(p.message(), Some("oops"));
+    /// ```
+    pub fn message(&self) -> Option<&str> {
+        self.0.message.as_deref()
+    }
+
+    /// The payload itself, to inspect or to continue the panic with `std::panic::resume_unwind`.
+    pub fn into_inner(self) -> Box<dyn Any + Send> {
+        self.0.payload.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     /// Whether the payload is of type `T`.
     pub(crate) fn is<T: Any>(&self) -> bool {
         self.0.payload.lock().map(|p| p.is::<T>()).unwrap_or(false)

@@ -442,7 +442,8 @@ fn drive(st: &State, mut next: Rc<Core>) {
         st.current.set(Rc::as_ptr(&next));
         // SAFETY: by the invariant of `body`, `drive` alone touches it while `next` runs.
         let body = unsafe { &mut *next.body.get() };
-        let step = body.as_mut().expect("a fiber switched to has passed the rules, so it has not finished").resume(false);
+        let step =
+            body.as_mut().expect("a fiber switched to has passed the rules, so it has not finished").resume(false);
         next = match step {
             CoroutineResult::Yield(to) => to,
             CoroutineResult::Return(()) => unreachable!("a fiber's body returns only when reaped"),

@@ -1,0 +1,162 @@
+//! The event loop's waiting half: fd readiness (epoll), deadlines (the timer
+//! queue) and wake-ups from other threads (eventfd), behind one `wait`.
+//!
+//! The boundary a backend must keep (so io_uring can replace epoll later): register
+//! interest in an fd under a token, wait with a timeout for a batch of ready
+//! tokens, and be woken from another thread. Nothing outside this module and
+//! `sys` names epoll.
+
+pub(crate) mod timer;
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::sys::epoll::{Event, Interest, Poller, Waker};
+use timer::{TimerKey, TimerQueue};
+
+/// The token of the cross-thread waker; fds use their own number as token.
+const WAKER_TOKEN: u64 = u64::MAX;
+
+/// Who to wake: a task, and which of its parks (so a late wake-up is ignored).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Wake {
+    pub(crate) task: u64,
+    pub(crate) park: u64,
+}
+
+/// Readiness of one registered fd, and the tasks waiting for it.
+#[derive(Default)]
+struct Readiness {
+    readable: bool,
+    writable: bool,
+    readers: Vec<Wake>,
+    writers: Vec<Wake>,
+}
+
+/// One thread's poller, timers and fd readiness.
+pub(crate) struct Reactor {
+    poller: Poller,
+    waker: Arc<Waker>,
+    timers: RefCell<TimerQueue<Wake>>,
+    fds: RefCell<HashMap<RawFd, Readiness>>,
+    events: RefCell<Vec<Event>>,
+}
+
+impl std::fmt::Debug for Reactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reactor").field("timers", &self.timers.borrow().len()).finish_non_exhaustive()
+    }
+}
+
+/// What one `turn` found ready.
+pub(crate) struct Turn {
+    /// Tasks to make runnable.
+    pub(crate) woken: Vec<Wake>,
+    /// The cross-thread waker fired.
+    pub(crate) remote: bool,
+}
+
+impl Reactor {
+    pub(crate) fn new() -> io::Result<Reactor> {
+        let poller = Poller::new()?;
+        let waker = Arc::new(Waker::new(&poller, WAKER_TOKEN)?);
+        Ok(Reactor {
+            poller,
+            waker,
+            timers: RefCell::new(TimerQueue::new()),
+            fds: RefCell::new(HashMap::new()),
+            events: RefCell::new(Vec::new()),
+        })
+    }
+
+    /// A handle that wakes this reactor's `turn` from any thread.
+    pub(crate) fn remote_waker(&self) -> Arc<Waker> {
+        self.waker.clone()
+    }
+
+    /// Wakes `wake` at `deadline`.
+    pub(crate) fn add_timer(&self, deadline: Instant, wake: Wake) -> TimerKey {
+        self.timers.borrow_mut().insert(deadline, wake)
+    }
+
+    pub(crate) fn cancel_timer(&self, key: TimerKey) {
+        self.timers.borrow_mut().cancel(key);
+    }
+
+    pub(crate) fn has_timers(&self) -> bool {
+        !self.timers.borrow().is_empty()
+    }
+
+    /// Whether some task waits for an fd.
+    pub(crate) fn has_fd_waiters(&self) -> bool {
+        self.fds.borrow().values().any(|r| !r.readers.is_empty() || !r.writers.is_empty())
+    }
+
+    /// Readiness already seen for `fd` (and consumed), or `wake` queued for the next edge.
+    /// Returns true when the caller may go on without parking.
+    ///
+    /// The fd is (re-)added to the poller each time no readiness is cached: an
+    /// `EEXIST` means it is still registered; success means it is new, or a new
+    /// file under a reused number (the kernel drops closed fds from epoll by
+    /// itself), so what was cached for the number is stale and forgotten.
+    pub(crate) fn poll_fd(&self, fd: RawFd, interest: Interest, wake: Wake) -> io::Result<bool> {
+        let mut fds = self.fds.borrow_mut();
+        let cached = fds.get_mut(&fd).is_some_and(|r| {
+            let ready = if interest.readable { &mut r.readable } else { &mut r.writable };
+            std::mem::take(ready)
+        });
+        if cached {
+            return Ok(true);
+        }
+        match self.poller.add(fd, fd as u64, Interest::BOTH) {
+            Ok(()) => {
+                fds.insert(fd, Readiness::default());
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {}
+            Err(e) => return Err(e),
+        }
+        let readiness = fds.entry(fd).or_default();
+        if interest.readable { &mut readiness.readers } else { &mut readiness.writers }.push(wake);
+        Ok(false)
+    }
+
+    /// Waits for readiness, a deadline or a remote wake (at most `timeout`, `None`
+    /// for until something happens) and returns who to wake.
+    pub(crate) fn turn(&self, timeout: Option<Duration>) -> io::Result<Turn> {
+        let timeout = match (timeout, self.timers.borrow().next_deadline()) {
+            (t, None) => t,
+            (None, Some(d)) => Some(d.saturating_duration_since(Instant::now())),
+            (Some(t), Some(d)) => Some(t.min(d.saturating_duration_since(Instant::now()))),
+        };
+        let mut events = self.events.borrow_mut();
+        self.poller.wait(&mut events, timeout)?;
+        let mut turn = Turn { woken: Vec::new(), remote: false };
+        let mut fds = self.fds.borrow_mut();
+        for event in events.iter() {
+            if event.token == WAKER_TOKEN {
+                self.waker.reset()?;
+                turn.remote = true;
+                continue;
+            }
+            let Some(readiness) = fds.get_mut(&(event.token as RawFd)) else { continue };
+            if event.readable || event.hangup {
+                if readiness.readers.is_empty() {
+                    readiness.readable = true;
+                }
+                turn.woken.append(&mut readiness.readers);
+            }
+            if event.writable || event.hangup {
+                if readiness.writers.is_empty() {
+                    readiness.writable = true;
+                }
+                turn.woken.append(&mut readiness.writers);
+            }
+        }
+        self.timers.borrow_mut().expire(Instant::now(), &mut turn.woken);
+        Ok(turn)
+    }
+}

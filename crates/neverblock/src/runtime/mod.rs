@@ -1,0 +1,330 @@
+//! The runtime: a scheduler and event loop per thread, so that code written in
+//! blocking style (sleep, wait for an fd, join another fiber) parks only its fiber.
+//!
+//! [`run`] starts a runtime on the calling thread and runs a closure in its first
+//! fiber; [`spawn`] adds fibers. Each is a *task*: the scheduler (on the thread's
+//! root fiber) switches to it with `transfer`; a task that must wait parks by
+//! transferring back, after leaving a wake-up with whatever it waits for (a timer,
+//! an fd, a `JoinHandle`). Tasks run in FIFO order; a task that [`yield_now`]s goes
+//! behind the timers and I/O that are due, so nothing starves.
+//!
+//! Inside a task, fibers may `resume` and `yield` as they please: a fiber a task
+//! resumed can park too, and is continued where it parked.
+//!
+//! **Blocking mode.** Outside a runtime (or on a thread without one) the same
+//! calls block the thread the ordinary way: [`sleep`] sleeps the thread,
+//! [`yield_now`] yields the thread, [`timeout`] runs its closure and reports
+//! whether it overran, [`io::wait_readable`](crate::io::wait_readable) polls.
+//!
+//! **Cancellation.** [`JoinHandle::cancel`] unwinds the task from the call it is
+//! parked in, running every destructor on its stack (and on the stacks of fibers
+//! it resumed): whatever it held is released. Dropping a `JoinHandle` detaches.
+//!
+//! # Examples
+//!
+//! ```
+//! use std::time::{Duration, Instant};
+//!
+//! let start = Instant::now();
+//! let woke: Vec<u32> = neverblock::run(|| {
+//!     let sleepers: Vec<_> = (0..100)
+//!         .map(|i| neverblock::spawn(move || {
+//!             neverblock::sleep(Duration::from_millis(20));
+//!             i
+//!         }))
+//!         .collect();
+//!     sleepers.into_iter().map(|h| h.join().unwrap()).collect()
+//! });
+//! assert_eq!(woke.len(), 100);
+//! assert!(start.elapsed() < Duration::from_secs(1), "100 sleeps of 20 ms overlap");
+//! ```
+
+mod remote;
+pub(crate) mod scheduler;
+mod task;
+pub(crate) mod waiter;
+
+use std::fmt;
+use std::panic;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+pub use task::{JoinError, JoinHandle};
+
+use scheduler::{Scheduler, Woken};
+use task::JoinSlot;
+
+/// Runs `f` in a fiber of a new runtime on this thread, until it returns, and
+/// returns its value; fibers still parked then are cancelled (their stacks unwind).
+///
+/// # Panics
+///
+/// If `f` panics (with its payload), if called inside a runtime, if the event
+/// loop cannot start, or when every fiber is parked and nothing can wake one
+/// (a deadlock, as Go reports it).
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(neverblock::run(|| 6 * 7), 42);
+/// ```
+pub fn run<T: 'static>(f: impl FnOnce() -> T + 'static) -> T {
+    assert!(scheduler::current().is_none(), "neverblock::run was called inside a runtime");
+    let scheduler =
+        Rc::new(Scheduler::new().unwrap_or_else(|e| panic!("neverblock: cannot start the event loop: {e}")));
+    let _entered = scheduler.enter();
+    let handle = try_spawn_on(&scheduler, None, f).unwrap_or_else(|e| panic!("neverblock: {e}"));
+    let ended = scheduler.run_until_done(handle.id);
+    scheduler.drop_tasks();
+    if let Err(e) = ended {
+        panic!("neverblock: {e}");
+    }
+    match handle.slot_result() {
+        Ok(value) => value,
+        Err(JoinError::Panicked(payload)) => panic::resume_unwind(payload.into_inner()),
+        Err(other) => panic!("neverblock: the main fiber did not finish: {other}"),
+    }
+}
+
+/// Starts `f` in a new fiber of this thread's runtime.
+///
+/// # Panics
+///
+/// Outside a runtime, or when no stack can be had (see [`try_spawn`]).
+///
+/// # Examples
+///
+/// ```
+/// neverblock::run(|| {
+///     let h = neverblock::spawn(|| "done");
+///     assert_eq!(h.join().unwrap(), "done");
+/// });
+/// ```
+pub fn spawn<T: 'static>(f: impl FnOnce() -> T + 'static) -> JoinHandle<T> {
+    try_spawn(f).unwrap_or_else(|e| panic!("neverblock::spawn: {e}"))
+}
+
+/// Like [`spawn`], with an error instead of a panic.
+///
+/// # Errors
+///
+/// [`SpawnError::NoRuntime`] outside a runtime; [`SpawnError::Stack`] when no stack can be had.
+///
+/// # Examples
+///
+/// ```
+/// assert!(neverblock::try_spawn(|| ()).is_err(), "no runtime here");
+/// ```
+pub fn try_spawn<T: 'static>(f: impl FnOnce() -> T + 'static) -> Result<JoinHandle<T>, SpawnError> {
+    let scheduler = scheduler::current().ok_or(SpawnError::NoRuntime)?;
+    let name = scheduler.current_task().and_then(|id| scheduler.task_name(id));
+    try_spawn_on(&scheduler, name, f)
+}
+
+/// Like [`spawn`], naming the fiber (see [`current_task_name`]).
+///
+/// # Examples
+///
+/// ```
+/// neverblock::run(|| {
+///     let h = neverblock::spawn_named("worker", || neverblock::current_task_name());
+///     assert_eq!(h.join().unwrap().as_deref(), Some("worker"));
+/// });
+/// ```
+pub fn spawn_named<T: 'static>(name: &str, f: impl FnOnce() -> T + 'static) -> JoinHandle<T> {
+    let scheduler = scheduler::current().expect("neverblock::spawn_named outside a runtime");
+    try_spawn_on(&scheduler, Some(name.into()), f).unwrap_or_else(|e| panic!("neverblock::spawn_named: {e}"))
+}
+
+fn try_spawn_on<T: 'static>(
+    scheduler: &Scheduler,
+    name: Option<Rc<str>>,
+    f: impl FnOnce() -> T + 'static,
+) -> Result<JoinHandle<T>, SpawnError> {
+    let slot = JoinSlot::new();
+    let (for_body, for_end) = (slot.clone(), slot.clone());
+    let body = Box::new(move || for_body.set(Ok(f())));
+    let complete = Box::new(move |outcome| for_end.complete(outcome));
+    let id = scheduler.spawn(name, body, complete).map_err(SpawnError::Stack)?;
+    Ok(JoinHandle { id, slot })
+}
+
+/// Why a fiber could not be spawned.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum SpawnError {
+    /// No runtime runs on this thread.
+    NoRuntime,
+    /// No stack could be had for the fiber.
+    Stack(crate::fiber::StackError),
+}
+
+impl fmt::Display for SpawnError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SpawnError::NoRuntime => f.write_str("no neverblock runtime runs on this thread"),
+            SpawnError::Stack(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for SpawnError {}
+
+/// Lets the other runnable fibers (and due timers and I/O) run, then continues.
+/// Outside a runtime, yields the thread.
+///
+/// # Examples
+///
+/// ```
+/// use std::cell::RefCell;
+/// use std::rc::Rc;
+///
+/// let order = Rc::new(RefCell::new(Vec::new()));
+/// let o = order.clone();
+/// neverblock::run(move || {
+///     let o2 = o.clone();
+///     let other = neverblock::spawn(move || o2.borrow_mut().push("other"));
+///     neverblock::yield_now();
+///     o.borrow_mut().push("main");
+///     other.join().unwrap();
+/// });
+/// assert_eq!(*order.borrow(), ["other", "main"]);
+/// ```
+pub fn yield_now() {
+    match scheduler::in_task() {
+        Some(s) => s.yield_task(),
+        None => std::thread::yield_now(),
+    }
+}
+
+/// Parks the calling fiber for `duration` (one timer entry, never a thread);
+/// outside a runtime, sleeps the thread. Inside an expired [`timeout`] it returns early.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::{Duration, Instant};
+///
+/// let start = Instant::now();
+/// neverblock::run(|| neverblock::sleep(Duration::from_millis(5)));
+/// assert!(start.elapsed() >= Duration::from_millis(5));
+/// ```
+pub fn sleep(duration: Duration) {
+    sleep_until(Instant::now() + duration)
+}
+
+/// Parks the calling fiber until `deadline` (see [`sleep`]).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::{Duration, Instant};
+///
+/// let deadline = Instant::now() + Duration::from_millis(3);
+/// neverblock::run(move || neverblock::sleep_until(deadline));
+/// assert!(Instant::now() >= deadline);
+/// ```
+pub fn sleep_until(deadline: Instant) {
+    let Some(s) = scheduler::in_task() else {
+        #[allow(clippy::disallowed_methods)] // blocking mode: no runtime, so blocking the thread is the point
+        std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
+        return;
+    };
+    while Instant::now() < deadline {
+        let mut key = None;
+        let woken = s.park(|wake| key = Some(s.reactor.add_timer(deadline, wake)));
+        if woken == Woken::TimedOut {
+            if let Some(key) = key {
+                s.reactor.cancel_timer(key);
+            }
+            return;
+        }
+    }
+}
+
+/// The deadline of a [`timeout`] passed before its closure finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Elapsed;
+
+impl fmt::Display for Elapsed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("deadline has elapsed")
+    }
+}
+
+impl std::error::Error for Elapsed {}
+
+/// Runs `f` in the calling fiber with a deadline: once `duration` has passed,
+/// whatever `f` is parked on (a sleep, a join, an fd, a channel) returns at once
+/// with a timed-out error, and so does every later park inside `f`. One timer
+/// entry, never a thread. Returns `Err(Elapsed)` if the deadline passed before
+/// `f` returned (its value is dropped). Outside a runtime `f` runs unbounded and
+/// the result only says whether it overran.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+///
+/// neverblock::run(|| {
+///     let slow = neverblock::timeout(Duration::from_millis(5), || neverblock::sleep(Duration::from_secs(10)));
+///     assert_eq!(slow, Err(neverblock::Elapsed));
+///     assert_eq!(neverblock::timeout(Duration::from_secs(1), || 7), Ok(7));
+/// });
+/// ```
+pub fn timeout<T>(duration: Duration, f: impl FnOnce() -> T) -> Result<T, Elapsed> {
+    let deadline = Instant::now() + duration;
+    let Some(s) = scheduler::in_task() else {
+        let value = f();
+        return if Instant::now() > deadline { Err(Elapsed) } else { Ok(value) };
+    };
+    struct Scope(Rc<Scheduler>, Option<bool>);
+    impl Drop for Scope {
+        fn drop(&mut self) {
+            if self.1.is_none() {
+                self.0.pop_deadline();
+            }
+        }
+    }
+    s.push_deadline(deadline);
+    let mut scope = Scope(s, None);
+    let value = f();
+    let expired = scope.0.pop_deadline();
+    scope.1 = Some(expired);
+    if expired {
+        Err(Elapsed)
+    } else {
+        Ok(value)
+    }
+}
+
+/// The number of the running task, unique within its runtime, for logs.
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(neverblock::current_task_id(), None);
+/// neverblock::run(|| assert!(neverblock::current_task_id().is_some()));
+/// ```
+pub fn current_task_id() -> Option<u64> {
+    scheduler::in_task().and_then(|s| s.current_task())
+}
+
+/// The name the running task was spawned with ([`spawn_named`]); spawned
+/// tasks inherit their spawner's name.
+///
+/// # Examples
+///
+/// ```
+/// neverblock::run(|| assert_eq!(neverblock::current_task_name(), None));
+/// ```
+pub fn current_task_name() -> Option<String> {
+    let s = scheduler::in_task()?;
+    s.task_name(s.current_task()?).map(|n| n.to_string())
+}
+
+impl<T> JoinHandle<T> {
+    fn slot_result(&self) -> Result<T, JoinError> {
+        self.slot_take().unwrap_or(Err(JoinError::RuntimeGone))
+    }
+}

@@ -1,0 +1,127 @@
+//! `JoinHandle`: waiting for a spawned fiber's value, or for how it failed.
+
+use std::cell::{Cell, RefCell};
+use std::fmt;
+use std::rc::Rc;
+
+use super::scheduler::{self, Outcome, Woken};
+use crate::fiber::PanicPayload;
+use crate::reactor::Wake;
+
+/// Why [`JoinHandle::join`] has no value.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum JoinError {
+    /// The fiber panicked; this is its payload.
+    Panicked(PanicPayload),
+    /// The fiber was cancelled with [`JoinHandle::cancel`].
+    Cancelled,
+    /// A [`timeout`](super::timeout) around the `join` expired first; the fiber goes on, detached.
+    TimedOut,
+    /// The runtime ended before the fiber did.
+    RuntimeGone,
+}
+
+impl fmt::Display for JoinError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JoinError::Panicked(p) => {
+                write!(f, "the fiber panicked: {}", p.message().unwrap_or("(non-string payload)"))
+            }
+            JoinError::Cancelled => f.write_str("the fiber was cancelled"),
+            JoinError::TimedOut => f.write_str("timed out waiting for the fiber"),
+            JoinError::RuntimeGone => f.write_str("the runtime ended before the fiber finished"),
+        }
+    }
+}
+
+impl std::error::Error for JoinError {}
+
+/// Where a task leaves its result and who waits for it.
+pub(crate) struct JoinSlot<T> {
+    result: RefCell<Option<Result<T, JoinError>>>,
+    waiter: Cell<Option<Wake>>,
+}
+
+impl<T> JoinSlot<T> {
+    pub(crate) fn new() -> Rc<JoinSlot<T>> {
+        Rc::new(JoinSlot { result: RefCell::new(None), waiter: Cell::new(None) })
+    }
+
+    pub(crate) fn set(&self, result: Result<T, JoinError>) {
+        *self.result.borrow_mut() = Some(result);
+    }
+
+    /// Records how the task ended (its value, if any, is already set) and wakes the joiner.
+    pub(crate) fn complete(&self, outcome: Outcome) {
+        match outcome {
+            Outcome::Returned => {}
+            Outcome::Panicked(payload) => self.set(Err(JoinError::Panicked(payload))),
+            Outcome::Cancelled => self.set(Err(JoinError::Cancelled)),
+        }
+        if let (Some(wake), Some(s)) = (self.waiter.take(), scheduler::current()) {
+            s.wake(wake);
+        }
+    }
+}
+
+/// Owns the right to a spawned fiber's result. Dropping it detaches the fiber.
+///
+/// # Examples
+///
+/// ```
+/// let total = neverblock::run(|| {
+///     let handles: Vec<_> = (1..=3u64).map(|i| neverblock::spawn(move || i * 10)).collect();
+///     handles.into_iter().map(|h| h.join().unwrap()).sum::<u64>()
+/// });
+/// assert_eq!(total, 60);
+/// ```
+pub struct JoinHandle<T> {
+    pub(crate) id: u64,
+    pub(crate) slot: Rc<JoinSlot<T>>,
+}
+
+impl<T> fmt::Debug for JoinHandle<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JoinHandle").field("task", &self.id).finish_non_exhaustive()
+    }
+}
+
+impl<T> JoinHandle<T> {
+    /// Waits (parking only the calling fiber) for the fiber to finish and returns its value.
+    ///
+    /// # Errors
+    ///
+    /// [`JoinError::Panicked`] with the payload if it panicked, [`JoinError::Cancelled`],
+    /// [`JoinError::TimedOut`] inside an expired [`timeout`](super::timeout), or
+    /// [`JoinError::RuntimeGone`] when called outside the runtime before the fiber ended.
+    pub fn join(self) -> Result<T, JoinError> {
+        loop {
+            if let Some(result) = self.slot.result.borrow_mut().take() {
+                return result;
+            }
+            let Some(s) = scheduler::in_task() else { return Err(JoinError::RuntimeGone) };
+            if s.park(|wake| self.slot.waiter.set(Some(wake))) == Woken::TimedOut {
+                return Err(JoinError::TimedOut);
+            }
+        }
+    }
+
+    pub(crate) fn slot_take(&self) -> Option<Result<T, JoinError>> {
+        self.slot.result.borrow_mut().take()
+    }
+
+    /// Whether the fiber has finished (its result waits for `join`).
+    pub fn is_finished(&self) -> bool {
+        self.slot.result.borrow().is_some()
+    }
+
+    /// Stops the fiber: it unwinds from the call it is parked in (running every
+    /// destructor on its stack), or never starts; `join` then returns
+    /// [`JoinError::Cancelled`]. A fiber that never parks again cannot be stopped.
+    pub fn cancel(&self) {
+        if let Some(s) = scheduler::current() {
+            s.cancel(self.id);
+        }
+    }
+}

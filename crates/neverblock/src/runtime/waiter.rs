@@ -1,0 +1,90 @@
+//! `Waiter`: a `Send` handle that wakes one parked fiber (on whichever thread its
+//! runtime runs) or one blocked thread (blocking mode), and `WaitList`, the FIFO
+//! of waiters every fiber-aware sync primitive is built on.
+
+use std::collections::VecDeque;
+use std::thread::{self, Thread, ThreadId};
+
+use super::remote::RemoteHandle;
+use super::scheduler::{self, Woken};
+use crate::reactor::Wake;
+
+/// Wakes one parked fiber or blocked thread, from any thread.
+pub(crate) enum Waiter {
+    Fiber { thread: ThreadId, remote: RemoteHandle, wake: Wake },
+    Thread(Thread),
+}
+
+impl Waiter {
+    pub(crate) fn wake(self) {
+        match self {
+            Waiter::Fiber { thread, remote, wake } => {
+                let here = scheduler::current().filter(|_| thread::current().id() == thread);
+                match here {
+                    Some(s) => s.wake(wake),
+                    None => remote.send(Box::new(move |s| s.wake(wake))),
+                }
+            }
+            Waiter::Thread(t) => t.unpark(),
+        }
+    }
+}
+
+/// Parks the calling fiber (or, outside a runtime, blocks the thread) after
+/// handing `register` the waiter that ends the wait. Callers re-check their
+/// condition afterwards: a wake can be spurious.
+///
+/// # Panics
+///
+/// Unwinds a cancelled task (see `JoinHandle::cancel`).
+pub(crate) fn wait(register: impl FnOnce(Waiter)) -> Woken {
+    match scheduler::in_task() {
+        Some(s) => {
+            let remote = s.remote_handle();
+            s.park(|wake| register(Waiter::Fiber { thread: thread::current().id(), remote, wake }))
+        }
+        None => {
+            register(Waiter::Thread(thread::current()));
+            thread::park();
+            Woken::Ready
+        }
+    }
+}
+
+/// Waiters in arrival order, each under a ticket so it can leave the line.
+#[derive(Default)]
+pub(crate) struct WaitList {
+    waiters: VecDeque<(u64, Waiter)>,
+    next: u64,
+}
+
+impl WaitList {
+    /// Joins the line; the ticket is for [`leave`](Self::leave).
+    pub(crate) fn push(&mut self, waiter: Waiter) -> u64 {
+        self.next += 1;
+        self.waiters.push_back((self.next, waiter));
+        self.next
+    }
+
+    /// Leaves the line without being woken. False if already woken: the caller
+    /// then owns a wake-up it will not use, and should pass it on.
+    pub(crate) fn leave(&mut self, ticket: u64) -> bool {
+        let before = self.waiters.len();
+        self.waiters.retain(|(t, _)| *t != ticket);
+        self.waiters.len() != before
+    }
+
+    /// Takes the first waiter, to wake once the caller's lock is released.
+    pub(crate) fn pop(&mut self) -> Option<Waiter> {
+        self.waiters.pop_front().map(|(_, w)| w)
+    }
+
+    /// Takes every waiter.
+    pub(crate) fn drain(&mut self) -> Vec<Waiter> {
+        self.waiters.drain(..).map(|(_, w)| w).collect()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.waiters.is_empty()
+    }
+}

@@ -1,0 +1,276 @@
+//! Multi-producer, single-consumer channels, bounded or not, whose blocked ends
+//! park their fibers.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::{Arc, Mutex as StdMutex};
+
+use super::{lock, wait_in};
+use crate::runtime::scheduler::Woken;
+use crate::runtime::waiter::WaitList;
+
+/// Makes a channel that holds at most `capacity` values; `send` parks while it is
+/// full. A capacity of 0 is a rendezvous channel like Go's unbuffered `chan`: each
+/// `send` parks until a receiver has taken its value.
+///
+/// # Examples
+///
+/// ```
+/// neverblock::run(|| {
+///     let (tx, rx) = neverblock::sync::bounded(1);
+///     let producer = neverblock::spawn(move || (0..5).for_each(|i| tx.send(i).unwrap()));
+///     let got: Vec<i32> = std::iter::from_fn(|| rx.recv().ok()).collect();
+///     assert_eq!(got, [0, 1, 2, 3, 4]);
+///     producer.join().unwrap();
+/// });
+/// ```
+pub fn bounded<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
+    channel(Some(capacity))
+}
+
+/// Makes a channel without a bound: `send` never parks.
+///
+/// # Examples
+///
+/// ```
+/// let (tx, rx) = neverblock::sync::unbounded();
+/// tx.send("hi").unwrap();
+/// drop(tx);
+/// assert_eq!(rx.recv(), Ok("hi"));
+/// assert_eq!(rx.recv(), Err(neverblock::sync::RecvError::Disconnected));
+/// ```
+pub fn unbounded<T>() -> (Sender<T>, Receiver<T>) {
+    channel(None)
+}
+
+fn channel<T>(capacity: Option<usize>) -> (Sender<T>, Receiver<T>) {
+    let shared = Arc::new(Shared {
+        state: StdMutex::new(State {
+            queue: VecDeque::new(),
+            capacity,
+            taken: 0,
+            senders: 1,
+            receiver: true,
+            receivers_waiting: WaitList::default(),
+            senders_waiting: WaitList::default(),
+        }),
+    });
+    (Sender { shared: shared.clone() }, Receiver { shared })
+}
+
+struct Shared<T> {
+    state: StdMutex<State<T>>,
+}
+
+struct State<T> {
+    queue: VecDeque<T>,
+    capacity: Option<usize>,
+    /// Values received so far (a rendezvous sender waits for this to pass its own).
+    taken: u64,
+    senders: usize,
+    receiver: bool,
+    receivers_waiting: WaitList,
+    senders_waiting: WaitList,
+}
+
+impl<T> State<T> {
+    fn full(&self) -> bool {
+        self.capacity.is_some_and(|c| self.queue.len() >= c.max(1))
+    }
+}
+
+/// Sends values; clone it for more producers. `Send` when `T` is.
+pub struct Sender<T> {
+    shared: Arc<Shared<T>>,
+}
+
+/// Receives values in the order they were sent.
+pub struct Receiver<T> {
+    shared: Arc<Shared<T>>,
+}
+
+/// Why a value was not sent; the value comes back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SendError<T> {
+    /// The receiver is gone.
+    Disconnected(T),
+    /// A [`timeout`](crate::timeout) around the send expired while the channel was full.
+    TimedOut(T),
+}
+
+/// Why nothing was received.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecvError {
+    /// Every sender is gone and the channel is empty.
+    Disconnected,
+    /// A [`timeout`](crate::timeout) around the receive expired.
+    TimedOut,
+}
+
+/// Why `try_recv` found nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TryRecvError {
+    /// Nothing is queued now.
+    Empty,
+    /// Every sender is gone and the channel is empty.
+    Disconnected,
+}
+
+impl<T> Sender<T> {
+    /// Queues `value`, parking while a bounded channel is full (and, for capacity 0,
+    /// until the value is received).
+    ///
+    /// # Errors
+    ///
+    /// [`SendError::Disconnected`] when the receiver is gone; [`SendError::TimedOut`]
+    /// inside an expired [`timeout`](crate::timeout). Either way the value comes back.
+    pub fn send(&self, value: T) -> Result<(), SendError<T>> {
+        let mut state = lock(&self.shared.state);
+        while state.full() && state.receiver {
+            if wait_in(&self.shared.state, state, |s| &mut s.senders_waiting) == Woken::TimedOut {
+                return Err(SendError::TimedOut(value));
+            }
+            state = lock(&self.shared.state);
+        }
+        if !state.receiver {
+            return Err(SendError::Disconnected(value));
+        }
+        state.queue.push_back(value);
+        let mine = state.taken + state.queue.len() as u64;
+        let receiver = state.receivers_waiting.pop();
+        if state.capacity == Some(0) {
+            // Rendezvous: wait until the receiver has taken this value.
+            if let Some(r) = receiver {
+                r.wake();
+            }
+            while state.taken < mine && state.receiver {
+                if wait_in(&self.shared.state, state, |s| &mut s.senders_waiting) == Woken::TimedOut {
+                    return Ok(()); // the value is queued; it will still be received
+                }
+                state = lock(&self.shared.state);
+            }
+            return Ok(());
+        }
+        drop(state);
+        if let Some(r) = receiver {
+            r.wake();
+        }
+        Ok(())
+    }
+}
+
+impl<T> Receiver<T> {
+    /// Takes the next value, parking while the channel is empty.
+    ///
+    /// # Errors
+    ///
+    /// [`RecvError::Disconnected`] once every sender is gone and the channel is
+    /// empty; [`RecvError::TimedOut`] inside an expired [`timeout`](crate::timeout).
+    pub fn recv(&self) -> Result<T, RecvError> {
+        loop {
+            let state = lock(&self.shared.state);
+            if !state.queue.is_empty() {
+                return Ok(self.take(state));
+            }
+            if state.senders == 0 {
+                return Err(RecvError::Disconnected);
+            }
+            if wait_in(&self.shared.state, state, |s| &mut s.receivers_waiting) == Woken::TimedOut {
+                return Err(RecvError::TimedOut);
+            }
+        }
+    }
+
+    /// Takes the next value if one is queued now.
+    ///
+    /// # Errors
+    ///
+    /// [`TryRecvError::Empty`] or [`TryRecvError::Disconnected`].
+    pub fn try_recv(&self) -> Result<T, TryRecvError> {
+        let state = lock(&self.shared.state);
+        if !state.queue.is_empty() {
+            Ok(self.take(state))
+        } else if state.senders == 0 {
+            Err(TryRecvError::Disconnected)
+        } else {
+            Err(TryRecvError::Empty)
+        }
+    }
+
+    fn take(&self, mut state: std::sync::MutexGuard<'_, State<T>>) -> T {
+        let value = state.queue.pop_front().expect("checked non-empty");
+        state.taken += 1;
+        // A rendezvous sender waits for its value to be taken: wake them all to re-check.
+        let senders = if state.capacity == Some(0) {
+            state.senders_waiting.drain()
+        } else {
+            state.senders_waiting.pop().into_iter().collect()
+        };
+        drop(state);
+        senders.into_iter().for_each(|s| s.wake());
+        value
+    }
+}
+
+impl<T> Clone for Sender<T> {
+    fn clone(&self) -> Self {
+        lock(&self.shared.state).senders += 1;
+        Sender { shared: self.shared.clone() }
+    }
+}
+
+impl<T> Drop for Sender<T> {
+    fn drop(&mut self) {
+        let mut state = lock(&self.shared.state);
+        state.senders -= 1;
+        let waiters = if state.senders == 0 { state.receivers_waiting.drain() } else { Vec::new() };
+        drop(state);
+        waiters.into_iter().for_each(|w| w.wake());
+    }
+}
+
+impl<T> Drop for Receiver<T> {
+    fn drop(&mut self) {
+        let mut state = lock(&self.shared.state);
+        state.receiver = false;
+        let waiters = state.senders_waiting.drain();
+        let dropped = std::mem::take(&mut state.queue);
+        drop(state);
+        drop(dropped);
+        waiters.into_iter().for_each(|w| w.wake());
+    }
+}
+
+impl<T> fmt::Debug for Sender<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Sender")
+    }
+}
+
+impl<T> fmt::Debug for Receiver<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Receiver").field("queued", &lock(&self.shared.state).queue.len()).finish()
+    }
+}
+
+impl<T> fmt::Display for SendError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SendError::Disconnected(_) => f.write_str("sending on a channel whose receiver is gone"),
+            SendError::TimedOut(_) => f.write_str("timed out sending on a full channel"),
+        }
+    }
+}
+
+impl<T: fmt::Debug> std::error::Error for SendError<T> {}
+
+impl fmt::Display for RecvError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RecvError::Disconnected => f.write_str("receiving on an empty channel whose senders are gone"),
+            RecvError::TimedOut => f.write_str("timed out receiving"),
+        }
+    }
+}
+
+impl std::error::Error for RecvError {}

@@ -1,0 +1,96 @@
+//! One value, once: a `OneshotSender` and the `OneshotReceiver` that waits for it.
+
+use std::fmt;
+use std::sync::{Arc, Mutex as StdMutex};
+
+use super::{lock, wait_in, RecvError};
+use crate::runtime::scheduler::Woken;
+use crate::runtime::waiter::WaitList;
+
+/// Makes a channel for exactly one value.
+///
+/// # Examples
+///
+/// ```
+/// neverblock::run(|| {
+///     let (tx, rx) = neverblock::sync::oneshot();
+///     neverblock::spawn(move || tx.send(42));
+///     assert_eq!(rx.recv(), Ok(42));
+/// });
+/// ```
+pub fn oneshot<T>() -> (OneshotSender<T>, OneshotReceiver<T>) {
+    let shared = Arc::new(StdMutex::new(State { value: None, sender: true, waiters: WaitList::default() }));
+    (OneshotSender { shared: shared.clone() }, OneshotReceiver { shared })
+}
+
+struct State<T> {
+    value: Option<T>,
+    sender: bool,
+    waiters: WaitList,
+}
+
+/// Sends the one value.
+pub struct OneshotSender<T> {
+    shared: Arc<StdMutex<State<T>>>,
+}
+
+/// Waits for the one value.
+pub struct OneshotReceiver<T> {
+    shared: Arc<StdMutex<State<T>>>,
+}
+
+impl<T> OneshotSender<T> {
+    /// Delivers `value` (dropped if the receiver is gone).
+    pub fn send(self, value: T) {
+        let mut state = lock(&self.shared);
+        state.value = Some(value);
+        let waiters = state.waiters.drain();
+        drop(state);
+        waiters.into_iter().for_each(|w| w.wake());
+    }
+}
+
+impl<T> Drop for OneshotSender<T> {
+    fn drop(&mut self) {
+        let mut state = lock(&self.shared);
+        state.sender = false;
+        let waiters = state.waiters.drain();
+        drop(state);
+        waiters.into_iter().for_each(|w| w.wake());
+    }
+}
+
+impl<T> OneshotReceiver<T> {
+    /// Parks until the value arrives.
+    ///
+    /// # Errors
+    ///
+    /// [`RecvError::Disconnected`] if the sender was dropped without sending;
+    /// [`RecvError::TimedOut`] inside an expired [`timeout`](crate::timeout).
+    pub fn recv(self) -> Result<T, RecvError> {
+        loop {
+            let mut state = lock(&self.shared);
+            if let Some(value) = state.value.take() {
+                return Ok(value);
+            }
+            if !state.sender {
+                return Err(RecvError::Disconnected);
+            }
+            if wait_in(&self.shared, state, |s| &mut s.waiters) == Woken::TimedOut {
+                return Err(RecvError::TimedOut);
+            }
+        }
+    }
+}
+
+impl<T> fmt::Debug for OneshotSender<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("OneshotSender")
+    }
+}
+
+impl<T> fmt::Debug for OneshotReceiver<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("OneshotReceiver")
+    }
+}

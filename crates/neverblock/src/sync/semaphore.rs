@@ -1,0 +1,118 @@
+//! `Semaphore`: at most n holders; the rest wait in line.
+
+use std::fmt;
+use std::sync::Mutex as StdMutex;
+
+use super::{lock, wait_in};
+use crate::runtime::scheduler::Woken;
+use crate::runtime::waiter::WaitList;
+use crate::Elapsed;
+
+/// A counting semaphore whose waiters are parked fibers (or blocked threads).
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use neverblock::sync::Semaphore;
+///
+/// let sem = Arc::new(Semaphore::new(2));
+/// neverblock::run(move || {
+///     let a = sem.acquire().unwrap();
+///     let _b = sem.acquire().unwrap();
+///     assert!(sem.try_acquire().is_none());
+///     drop(a);
+///     assert!(sem.try_acquire().is_some());
+/// });
+/// ```
+pub struct Semaphore {
+    state: StdMutex<State>,
+}
+
+struct State {
+    permits: usize,
+    waiters: WaitList,
+}
+
+/// One permit; dropping it gives it back.
+pub struct Permit<'a> {
+    semaphore: &'a Semaphore,
+}
+
+impl Semaphore {
+    /// A semaphore with `permits` permits.
+    pub fn new(permits: usize) -> Semaphore {
+        Semaphore { state: StdMutex::new(State { permits, waiters: WaitList::default() }) }
+    }
+
+    /// Takes a permit, parking the fiber while none is free.
+    ///
+    /// # Errors
+    ///
+    /// [`Elapsed`] inside an expired [`timeout`](crate::timeout).
+    pub fn acquire(&self) -> Result<Permit<'_>, Elapsed> {
+        loop {
+            let mut state = lock(&self.state);
+            if state.permits > 0 && state.waiters.is_empty() {
+                state.permits -= 1;
+                return Ok(Permit { semaphore: self });
+            }
+            if state.permits > 0 {
+                // Waiters are in line, but a permit is free: wake the first, then queue.
+                if let Some(first) = state.waiters.pop() {
+                    first.wake();
+                }
+            }
+            if wait_in(&self.state, state, |s| &mut s.waiters) == Woken::TimedOut {
+                return Err(Elapsed);
+            }
+            let mut state = lock(&self.state);
+            if state.permits > 0 {
+                state.permits -= 1;
+                return Ok(Permit { semaphore: self });
+            }
+        }
+    }
+
+    /// Takes a permit if one is free now.
+    pub fn try_acquire(&self) -> Option<Permit<'_>> {
+        let mut state = lock(&self.state);
+        (state.permits > 0).then(|| {
+            state.permits -= 1;
+            Permit { semaphore: self }
+        })
+    }
+
+    /// Permits free now.
+    pub fn available(&self) -> usize {
+        lock(&self.state).permits
+    }
+
+    fn release(&self) {
+        let mut state = lock(&self.state);
+        state.permits += 1;
+        let next = state.waiters.pop();
+        drop(state);
+        if let Some(next) = next {
+            next.wake();
+        }
+    }
+}
+
+impl Drop for Permit<'_> {
+    fn drop(&mut self) {
+        self.semaphore.release();
+    }
+}
+
+impl fmt::Debug for Semaphore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Semaphore").field("available", &self.available()).finish_non_exhaustive()
+    }
+}
+
+impl fmt::Debug for Permit<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Permit")
+    }
+}

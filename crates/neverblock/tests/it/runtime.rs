@@ -1,0 +1,276 @@
+//! The runtime: order, fairness, timers, cancellation, timeouts, threads, blocking mode.
+
+use std::cell::{Cell, RefCell};
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::panic::{self, AssertUnwindSafe};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use neverblock::fiber::Fiber;
+use neverblock::sync::{bounded, unbounded, RecvError};
+use neverblock::{run, sleep, spawn, timeout, yield_now, Elapsed, JoinError};
+
+#[test]
+fn spawned_fibers_run_in_fifo_order() {
+    let order = run(|| {
+        let log = Rc::new(RefCell::new(Vec::new()));
+        let tasks: Vec<_> = (0..5)
+            .map(|i| {
+                let log = log.clone();
+                spawn(move || log.borrow_mut().push(i))
+            })
+            .collect();
+        tasks.into_iter().for_each(|t| t.join().unwrap());
+        log.take()
+    });
+    assert_eq!(order, [0, 1, 2, 3, 4]);
+}
+
+#[test]
+fn a_yield_loop_does_not_starve_timers_or_io() {
+    let spins = run(|| {
+        let (mut writer, mut reader) = UnixStream::pair().unwrap();
+        reader.set_nonblocking(true).unwrap();
+        let done = Rc::new(Cell::new(0));
+        let d = done.clone();
+        let sleeper = spawn(move || {
+            sleep(Duration::from_millis(5));
+            d.set(d.get() + 1);
+            writer.write_all(b"x").unwrap();
+        });
+        let d = done.clone();
+        let io = spawn(move || {
+            neverblock::io::wait_readable(&reader).unwrap();
+            let mut byte = [0];
+            reader.read_exact(&mut byte).unwrap();
+            d.set(d.get() + 1);
+        });
+        let mut spins = 0u64;
+        while done.get() < 2 {
+            spins += 1;
+            yield_now();
+        }
+        sleeper.join().unwrap();
+        io.join().unwrap();
+        spins
+    });
+    assert!(spins > 0);
+}
+
+#[test]
+fn a_hundred_thousand_sleeping_fibers_all_wake_in_deadline_order() {
+    let woke = run(|| {
+        let log = Rc::new(RefCell::new(Vec::with_capacity(100_000)));
+        // Spawned fibers first run when this one parks; the base is set after spawning,
+        // leaving time for all of them to register their timers.
+        let base = Rc::new(Cell::new(None));
+        let tasks: Vec<_> = (0..100_000u64)
+            .map(|i| {
+                let log = log.clone();
+                let base = base.clone();
+                spawn(move || {
+                    let base: Instant = base.get().expect("set before any fiber runs");
+                    let deadline = base + Duration::from_micros((i * 7919) % 500_000);
+                    // A deadline already past when the fiber first runs returns at once;
+                    // only the fibers that parked on their timer must wake in order.
+                    let parked = Instant::now() < deadline;
+                    neverblock::sleep_until(deadline);
+                    assert!(Instant::now() >= deadline);
+                    log.borrow_mut().push((deadline, parked));
+                })
+            })
+            .collect();
+        base.set(Some(Instant::now() + Duration::from_millis(1000)));
+        tasks.into_iter().for_each(|t| t.join().unwrap());
+        log.take()
+    });
+    assert_eq!(woke.len(), 100_000);
+    let parked: Vec<Instant> = woke.iter().filter(|(_, parked)| *parked).map(|(d, _)| *d).collect();
+    assert!(parked.len() > 90_000, "nearly all fibers parked before their deadline: {}", parked.len());
+    assert!(parked.windows(2).all(|w| w[0] <= w[1]), "parked fibers woke in deadline order");
+}
+
+#[test]
+fn a_panicking_fiber_does_not_bring_down_the_runtime() {
+    let survived = run(|| {
+        let doomed = spawn(|| -> u8 { panic!("fiber failed") });
+        let healthy = spawn(|| {
+            yield_now();
+            7
+        });
+        let JoinError::Panicked(payload) = doomed.join().unwrap_err() else { panic!("expected a panic") };
+        assert_eq!(payload.message(), Some("fiber failed"));
+        healthy.join().unwrap()
+    });
+    assert_eq!(survived, 7);
+}
+
+#[test]
+fn a_panic_in_the_main_fiber_leaves_run_with_its_payload() {
+    let payload = panic::catch_unwind(|| run(|| panic!("main failed"))).unwrap_err();
+    assert_eq!(payload.downcast_ref::<&str>(), Some(&"main failed"));
+    assert_eq!(run(|| 1), 1, "a new runtime starts on the same thread");
+}
+
+struct Tracked(Rc<Cell<u32>>);
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        self.0.set(self.0.get() + 1);
+    }
+}
+
+#[test]
+fn cancel_releases_everything_the_fiber_held() {
+    let drops = Rc::new(Cell::new(0));
+    let d = drops.clone();
+    let outcome = run(move || {
+        let d2 = d.clone();
+        let task = spawn(move || {
+            let _held = Tracked(d2.clone());
+            // A fiber the task resumed parks inside it, holding its own value.
+            let inner = Fiber::new(move |()| {
+                let _also_held = Tracked(d2);
+                sleep(Duration::from_secs(3600));
+            })
+            .unwrap();
+            inner.resume(()).unwrap();
+        });
+        yield_now();
+        task.cancel();
+        task.join()
+    });
+    assert!(matches!(outcome, Err(JoinError::Cancelled)), "{outcome:?}");
+    assert_eq!(drops.get(), 2, "both values on both stacks were dropped");
+}
+
+#[test]
+fn a_fiber_cancelled_before_it_starts_never_runs() {
+    let ran = Rc::new(Cell::new(false));
+    let r = ran.clone();
+    let outcome = run(move || {
+        let task = spawn(move || r.set(true));
+        task.cancel();
+        task.join()
+    });
+    assert!(matches!(outcome, Err(JoinError::Cancelled)));
+    assert!(!ran.get());
+}
+
+#[test]
+fn timeout_interrupts_a_parked_channel_receive_and_cleans_up() {
+    run(|| {
+        let (tx, rx) = unbounded::<u32>();
+        let mut inner = None;
+        let outer = timeout(Duration::from_millis(10), || inner = Some(rx.recv()));
+        assert_eq!(outer, Err(Elapsed));
+        assert_eq!(inner, Some(Err(RecvError::TimedOut)));
+        // The channel is still whole: the stale wait left the line.
+        let sender = spawn(move || tx.send(5).unwrap());
+        assert_eq!(rx.recv(), Ok(5));
+        sender.join().unwrap();
+        // No timer of the expired scope is left to fire later.
+        let start = Instant::now();
+        sleep(Duration::from_millis(20));
+        assert!(start.elapsed() >= Duration::from_millis(20));
+    });
+}
+
+#[test]
+fn timeout_interrupts_sleep_and_join_and_passes_when_in_time() {
+    run(|| {
+        let start = Instant::now();
+        assert_eq!(timeout(Duration::from_millis(5), || sleep(Duration::from_secs(60))), Err(Elapsed));
+        assert!(start.elapsed() < Duration::from_secs(5));
+        let slow = spawn(|| sleep(Duration::from_millis(200)));
+        let joined = timeout(Duration::from_millis(5), || slow.join());
+        assert!(matches!(joined, Err(Elapsed)));
+        assert_eq!(timeout(Duration::from_secs(5), || 3), Ok(3));
+    });
+}
+
+#[test]
+fn a_runtime_where_nothing_can_wake_a_fiber_reports_a_deadlock() {
+    let payload = panic::catch_unwind(AssertUnwindSafe(|| {
+        run(|| {
+            // The task transfers to a fiber that finishes: by Ruby's rules control goes
+            // to the root (the scheduler), and nothing will ever continue the task.
+            let lost = spawn(|| {
+                let elsewhere = Fiber::new(|()| ()).unwrap();
+                let _ = elsewhere.transfer(());
+            });
+            let _ = lost.join();
+        })
+    }))
+    .unwrap_err();
+    let message = payload.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(message.contains("deadlock"), "{message}");
+}
+
+#[test]
+fn cross_thread_send_wakes_a_parked_fiber() {
+    let (tx, rx) = unbounded();
+    let sender = std::thread::spawn(move || {
+        for i in 0..100 {
+            tx.send(i).unwrap();
+            std::thread::yield_now();
+        }
+    });
+    let got = run(move || std::iter::from_fn(|| rx.recv().ok()).collect::<Vec<i32>>());
+    sender.join().unwrap();
+    assert_eq!(got, (0..100).collect::<Vec<_>>());
+}
+
+#[test]
+fn two_runtimes_on_two_threads_ping_pong() {
+    let (to_b, from_a) = bounded::<u32>(0);
+    let (to_a, from_b) = bounded::<u32>(0);
+    let b = std::thread::spawn(move || {
+        run(move || {
+            while let Ok(n) = from_a.recv() {
+                to_a.send(n + 1).unwrap();
+            }
+        })
+    });
+    let last = run(move || {
+        let mut n = 0;
+        for _ in 0..1000 {
+            to_b.send(n).unwrap();
+            n = from_b.recv().unwrap();
+        }
+        n
+    });
+    b.join().unwrap();
+    assert_eq!(last, 1000);
+}
+
+#[test]
+fn outside_a_runtime_the_same_calls_block_the_thread() {
+    let start = Instant::now();
+    sleep(Duration::from_millis(10));
+    assert!(start.elapsed() >= Duration::from_millis(10));
+    yield_now();
+    assert_eq!(timeout(Duration::from_millis(1), || sleep(Duration::from_millis(5))), Err(Elapsed));
+    assert_eq!(timeout(Duration::from_secs(1), || 4), Ok(4));
+
+    let (tx, rx) = bounded(0);
+    let producer = std::thread::spawn(move || tx.send("from a thread").unwrap());
+    assert_eq!(rx.recv(), Ok("from a thread"));
+    producer.join().unwrap();
+
+    let lock = std::sync::Arc::new(neverblock::sync::Mutex::new(0));
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let lock = lock.clone();
+            std::thread::spawn(move || (0..1000).for_each(|_| *lock.lock().unwrap() += 1))
+        })
+        .collect();
+    threads.into_iter().for_each(|t| t.join().unwrap());
+    assert_eq!(*lock.lock().unwrap(), 4000);
+
+    let (mut a, b) = UnixStream::pair().unwrap();
+    a.write_all(b"y").unwrap();
+    neverblock::io::wait_readable(&b).unwrap();
+    assert!(neverblock::try_spawn(|| ()).is_err());
+}

@@ -1,0 +1,148 @@
+//! Fiber-aware sync primitives: limits, order, backpressure, disconnection.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::time::Duration;
+
+use neverblock::sync::{bounded, oneshot, unbounded, Mutex, Notify, RecvError, Semaphore, SendError, WaitGroup};
+use neverblock::{run, sleep, spawn, timeout, yield_now, Elapsed};
+
+#[test]
+fn a_semaphore_limits_concurrency() {
+    let peak = run(|| {
+        let sem = Rc::new(Semaphore::new(3));
+        let (now, peak) = (Rc::new(Cell::new(0)), Rc::new(Cell::new(0)));
+        let tasks: Vec<_> = (0..20)
+            .map(|_| {
+                let (sem, now, peak) = (sem.clone(), now.clone(), peak.clone());
+                spawn(move || {
+                    let _permit = sem.acquire().unwrap();
+                    now.set(now.get() + 1);
+                    peak.set(peak.get().max(now.get()));
+                    sleep(Duration::from_millis(1));
+                    now.set(now.get() - 1);
+                })
+            })
+            .collect();
+        tasks.into_iter().for_each(|t| t.join().unwrap());
+        peak.get()
+    });
+    assert_eq!(peak, 3);
+}
+
+#[test]
+fn mutex_waiters_get_the_lock_in_arrival_order() {
+    let order = run(|| {
+        let lock = Rc::new(Mutex::new(Vec::new()));
+        let held = lock.lock().unwrap();
+        let tasks: Vec<_> = (0..5)
+            .map(|i| {
+                let lock = lock.clone();
+                spawn(move || lock.lock().unwrap().push(i))
+            })
+            .collect();
+        yield_now();
+        drop(held);
+        tasks.into_iter().for_each(|t| t.join().unwrap());
+        let order = lock.lock().unwrap().clone();
+        order
+    });
+    assert_eq!(order, [0, 1, 2, 3, 4]);
+}
+
+#[test]
+fn a_waiter_that_times_out_passes_its_wakeup_on() {
+    run(|| {
+        let sem = Rc::new(Semaphore::new(1));
+        let held = sem.acquire().unwrap();
+        let s = sem.clone();
+        let patient = spawn(move || s.acquire().map(|_| ()).is_ok());
+        let s = sem.clone();
+        let hasty = spawn(move || timeout(Duration::from_millis(5), || s.acquire().map(|_| ())));
+        sleep(Duration::from_millis(10));
+        drop(held);
+        assert!(matches!(hasty.join().unwrap(), Err(Elapsed) | Ok(Err(Elapsed))));
+        assert!(patient.join().unwrap(), "the patient waiter still gets the permit");
+    });
+}
+
+#[test]
+fn a_bounded_channel_applies_backpressure() {
+    run(|| {
+        let (tx, rx) = bounded(2);
+        let sent = Rc::new(Cell::new(0));
+        let s = sent.clone();
+        let producer = spawn(move || {
+            for i in 0..10 {
+                tx.send(i).unwrap();
+                s.set(s.get() + 1);
+            }
+        });
+        yield_now();
+        assert_eq!(sent.get(), 2, "the producer parks once the channel holds 2");
+        let got: Vec<i32> = std::iter::from_fn(|| rx.recv().ok()).collect();
+        assert_eq!(got, (0..10).collect::<Vec<_>>());
+        producer.join().unwrap();
+    });
+}
+
+#[test]
+fn a_rendezvous_send_waits_for_the_receiver() {
+    run(|| {
+        let (tx, rx) = bounded(0);
+        let delivered = Rc::new(Cell::new(false));
+        let d = delivered.clone();
+        let producer = spawn(move || {
+            tx.send("hand-off").unwrap();
+            d.set(true);
+        });
+        yield_now();
+        yield_now();
+        assert!(!delivered.get(), "send returns only once the value is taken");
+        assert_eq!(rx.recv(), Ok("hand-off"));
+        producer.join().unwrap();
+        assert!(delivered.get());
+    });
+}
+
+#[test]
+fn dropping_either_end_disconnects_the_other() {
+    run(|| {
+        let (tx, rx) = unbounded::<u8>();
+        let waiter = spawn(move || rx.recv());
+        yield_now();
+        drop(tx);
+        assert_eq!(waiter.join().unwrap(), Err(RecvError::Disconnected));
+
+        let (tx, rx) = bounded::<u8>(1);
+        drop(rx);
+        assert_eq!(tx.send(1), Err(SendError::Disconnected(1)));
+
+        let (tx, rx) = oneshot::<u8>();
+        drop(tx);
+        assert_eq!(rx.recv(), Err(RecvError::Disconnected));
+    });
+}
+
+#[test]
+fn notify_all_wakes_every_waiter_and_wait_group_counts_down() {
+    let woken = run(|| {
+        let notify = Rc::new(Notify::new());
+        let wg = Rc::new(WaitGroup::new());
+        let woken = Rc::new(RefCell::new(Vec::new()));
+        for i in 0..4 {
+            wg.add(1);
+            let (notify, wg, woken) = (notify.clone(), wg.clone(), woken.clone());
+            spawn(move || {
+                notify.notified().unwrap();
+                woken.borrow_mut().push(i);
+                wg.done();
+            });
+        }
+        yield_now();
+        notify.notify_all();
+        wg.wait().unwrap();
+        woken.take()
+    });
+    assert_eq!(woken, [0, 1, 2, 3]);
+}
