@@ -39,6 +39,7 @@
 //! assert!(start.elapsed() < Duration::from_secs(1), "100 sleeps of 20 ms overlap");
 //! ```
 
+mod blocking;
 mod remote;
 pub(crate) mod scheduler;
 mod task;
@@ -49,6 +50,7 @@ use std::panic;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+pub use blocking::{spawn_blocking, MAX_BLOCKING_THREADS};
 pub use task::{JoinError, JoinHandle};
 
 use scheduler::{Scheduler, Woken};

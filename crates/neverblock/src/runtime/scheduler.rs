@@ -158,11 +158,27 @@ impl Scheduler {
     /// Like [`park`](Self::park), but when `register` returns true (what the task
     /// waits for has already happened) it does not park.
     pub(crate) fn park_unless(&self, register: impl FnOnce(Wake) -> bool) -> Woken {
+        self.park_inner(register, true)
+    }
+
+    /// Like [`park`](Self::park), but an expired `timeout` scope does not end it
+    /// (for waits on work that cannot be abandoned, such as a blocking-pool job).
+    pub(crate) fn park_through_timeouts(&self, register: impl FnOnce(Wake)) {
+        self.park_inner(
+            |wake| {
+                register(wake);
+                false
+            },
+            false,
+        );
+    }
+
+    fn park_inner(&self, register: impl FnOnce(Wake) -> bool, interruptible: bool) -> Woken {
         let id = self.current.get().expect("park is called from a task");
         let wake = {
             let mut tasks = self.tasks.borrow_mut();
             let task = tasks.get_mut(&id).expect("the running task is registered");
-            if task.timed_out {
+            if task.timed_out && interruptible {
                 return Woken::TimedOut;
             }
             task.park += 1;

@@ -51,6 +51,21 @@ pub(crate) fn wait(register: impl FnOnce(Waiter)) -> Woken {
     }
 }
 
+/// Like [`wait`], but an expired `timeout` scope does not end the wait: for work
+/// that cannot be abandoned. Wakes can still be spurious.
+pub(crate) fn wait_through_timeouts(register: impl FnOnce(Waiter)) {
+    match scheduler::in_task() {
+        Some(s) => {
+            let remote = s.remote_handle();
+            s.park_through_timeouts(|wake| register(Waiter::Fiber { thread: thread::current().id(), remote, wake }))
+        }
+        None => {
+            register(Waiter::Thread(thread::current()));
+            thread::park();
+        }
+    }
+}
+
 /// Waiters in arrival order, each under a ticket so it can leave the line.
 #[derive(Default)]
 pub(crate) struct WaitList {

@@ -274,3 +274,33 @@ fn outside_a_runtime_the_same_calls_block_the_thread() {
     neverblock::io::wait_readable(&b).unwrap();
     assert!(neverblock::try_spawn(|| ()).is_err());
 }
+
+#[test]
+fn blocking_work_parks_only_its_fiber() {
+    let (ticks, value) = run(|| {
+        let ticks = Rc::new(Cell::new(0));
+        let t = ticks.clone();
+        let ticker = spawn(move || {
+            for _ in 0..5 {
+                sleep(Duration::from_millis(2));
+                t.set(t.get() + 1);
+            }
+        });
+        #[allow(clippy::disallowed_methods)] // the point: this blocks a pool thread, not the loop
+        let value = neverblock::spawn_blocking(|| {
+            std::thread::sleep(Duration::from_millis(50));
+            "slow result"
+        });
+        ticker.join().unwrap();
+        (ticks.get(), value)
+    });
+    assert_eq!(value, "slow result");
+    assert_eq!(ticks, 5, "the loop kept running other fibers meanwhile");
+}
+
+#[test]
+fn a_panic_in_blocking_work_reaches_its_fiber() {
+    let caught = run(|| spawn(|| neverblock::spawn_blocking(|| -> u8 { panic!("in the pool") })).join());
+    let Err(JoinError::Panicked(payload)) = caught else { panic!("expected the panic") };
+    assert_eq!(payload.message(), Some("in the pool"));
+}

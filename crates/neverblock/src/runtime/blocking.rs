@@ -1,0 +1,122 @@
+//! The blocking pool: a bounded set of OS threads for work that would block a
+//! loop (DNS, file metadata, CPU-heavy work, C libraries that block). Its result
+//! parks only the calling fiber.
+
+use std::collections::VecDeque;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::thread;
+use std::time::Duration;
+
+use super::waiter::{self, Waiter};
+
+/// Threads the pool may run at once; more work waits in line.
+pub const MAX_BLOCKING_THREADS: usize = 64;
+/// An idle pool thread exits after this long.
+const IDLE: Duration = Duration::from_secs(10);
+
+type Job = Box<dyn FnOnce() + Send>;
+
+struct Pool {
+    state: Mutex<State>,
+    work: Condvar,
+}
+
+struct State {
+    jobs: VecDeque<Job>,
+    threads: usize,
+    idle: usize,
+}
+
+fn pool() -> &'static Pool {
+    static POOL: OnceLock<Pool> = OnceLock::new();
+    POOL.get_or_init(|| Pool {
+        state: Mutex::new(State { jobs: VecDeque::new(), threads: 0, idle: 0 }),
+        work: Condvar::new(),
+    })
+}
+
+/// Runs `f` on the blocking pool and parks the calling fiber until it returns
+/// its value. Outside a runtime, `f` simply runs on the calling thread.
+///
+/// # Panics
+///
+/// With `f`'s payload if `f` panics; if no pool thread can be started and none runs.
+///
+/// # Examples
+///
+/// ```
+/// let len = neverblock::run(|| neverblock::spawn_blocking(|| std::fs::metadata("Cargo.toml").map(|m| m.len())));
+/// assert!(len.unwrap() > 0);
+/// ```
+pub fn spawn_blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    if super::scheduler::in_task().is_none() {
+        return f();
+    }
+    let slot: Arc<Mutex<Slot<T>>> = Arc::new(Mutex::new(Slot { result: None, waiter: None }));
+    let done = slot.clone();
+    submit(Box::new(move || {
+        let result = panic::catch_unwind(AssertUnwindSafe(f));
+        let mut slot = done.lock().unwrap_or_else(|p| p.into_inner());
+        slot.result = Some(result);
+        if let Some(waiter) = slot.waiter.take() {
+            drop(slot);
+            waiter.wake();
+        }
+    }));
+    loop {
+        let mut state = slot.lock().unwrap_or_else(|p| p.into_inner());
+        match state.result.take() {
+            Some(Ok(value)) => return value,
+            Some(Err(payload)) => panic::resume_unwind(payload),
+            // The job runs on a thread and cannot be abandoned: a `timeout` waits it out.
+            // The lock is released once the waiter is in place, before the fiber parks.
+            None => waiter::wait_through_timeouts(move |w| state.waiter = Some(w)),
+        }
+    }
+}
+
+/// Where a job leaves its result, and who to wake.
+struct Slot<T> {
+    result: Option<std::thread::Result<T>>,
+    waiter: Option<Waiter>,
+}
+
+fn submit(job: Job) {
+    let pool = pool();
+    let mut state = pool.state.lock().unwrap_or_else(|p| p.into_inner());
+    state.jobs.push_back(job);
+    if state.idle > 0 {
+        pool.work.notify_one();
+        return;
+    }
+    if state.threads < MAX_BLOCKING_THREADS {
+        let started = thread::Builder::new().name("neverblock-blocking".into()).spawn(work);
+        match started {
+            Ok(_) => state.threads += 1,
+            Err(e) if state.threads == 0 => panic!("neverblock: cannot start a blocking-pool thread: {e}"),
+            Err(_) => {} // the running threads will take the job in turn
+        }
+    }
+}
+
+fn work() {
+    let pool = pool();
+    let mut state = pool.state.lock().unwrap_or_else(|p| p.into_inner());
+    loop {
+        if let Some(job) = state.jobs.pop_front() {
+            drop(state);
+            job();
+            state = pool.state.lock().unwrap_or_else(|p| p.into_inner());
+            continue;
+        }
+        state.idle += 1;
+        let (next, timeout) = pool.work.wait_timeout(state, IDLE).unwrap_or_else(|p| p.into_inner());
+        state = next;
+        state.idle -= 1;
+        if timeout.timed_out() && state.jobs.is_empty() {
+            state.threads -= 1;
+            return;
+        }
+    }
+}
