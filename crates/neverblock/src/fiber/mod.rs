@@ -85,6 +85,7 @@
 //! ```
 
 mod error;
+mod local;
 mod rules;
 #[allow(unsafe_code)]
 mod stack;
@@ -96,6 +97,7 @@ use std::marker::PhantomData;
 use std::rc::Rc;
 
 pub use error::{FiberError, PanicPayload, TypeMismatch};
+pub use local::FiberLocal;
 pub use stack::{set_stack_limit, stack_stats, StackError, StackStats, DEFAULT_STACK_SIZE};
 
 use switch::Core;

@@ -66,6 +66,8 @@ pub(crate) struct Core {
     resuming: Cell<*const Core>,
     /// Suspended in `yield_now`.
     yielding: Cell<bool>,
+    /// This fiber's fiber-local values.
+    pub(crate) locals: super::local::Locals,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -247,6 +249,7 @@ impl Core {
             prev: Cell::new(None),
             resuming: Cell::new(std::ptr::null()),
             yielding: Cell::new(false),
+            locals: super::local::Locals::default(),
         }
     }
 
@@ -262,11 +265,14 @@ impl Core {
                 finish(st, outcome);
             })
         });
-        let id = with_state(|st| {
+        let (id, inherited) = with_state(|st| {
             st.root_ptr();
-            st.next_id.replace(st.next_id.get() + 1)
+            let inherited = st.with_current(|me| me.locals.inherited());
+            (st.next_id.replace(st.next_id.get() + 1), inherited)
         });
-        Rc::new(Core::new(id, Some(coroutine), Status::Created))
+        let core = Core::new(id, Some(coroutine), Status::Created);
+        core.locals.extend(inherited);
+        Rc::new(core)
     }
 
     pub(crate) fn id(&self) -> u64 {
@@ -314,6 +320,14 @@ impl Drop for Core {
         let _unwinding = Unwinding;
         while let CoroutineResult::Yield(_) = body.resume(true) {}
     }
+}
+
+/// Runs `f` on the running fiber (the root when no fiber runs).
+pub(crate) fn with_current<R>(f: impl FnOnce(&Core) -> R) -> R {
+    with_state(|st| {
+        st.root_ptr();
+        st.with_current(f)
+    })
 }
 
 /// The running fiber (the root when no fiber runs).

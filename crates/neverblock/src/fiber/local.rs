@@ -1,0 +1,143 @@
+//! Fiber-local storage: values per fiber, where thread-locals would be shared by
+//! every fiber of a thread (Ruby's `Fiber[]`).
+
+use std::any::Any;
+use std::cell::RefCell;
+use std::fmt;
+use std::rc::Rc;
+
+use super::switch;
+
+/// One fiber's values, by key.
+#[derive(Default)]
+pub(crate) struct Locals {
+    entries: RefCell<Vec<Entry>>,
+}
+
+struct Entry {
+    key: usize,
+    value: Rc<dyn Any>,
+    inherit: bool,
+}
+
+impl Locals {
+    /// The entries a fiber created now receives (shared, like Ruby's shallow copy).
+    pub(crate) fn inherited(&self) -> Vec<(usize, Rc<dyn Any>)> {
+        self.entries.borrow().iter().filter(|e| e.inherit).map(|e| (e.key, e.value.clone())).collect()
+    }
+
+    pub(crate) fn extend(&self, inherited: Vec<(usize, Rc<dyn Any>)>) {
+        let mut entries = self.entries.borrow_mut();
+        entries.extend(inherited.into_iter().map(|(key, value)| Entry { key, value, inherit: true }));
+    }
+
+    fn get(&self, key: usize) -> Option<Rc<dyn Any>> {
+        self.entries.borrow().iter().find(|e| e.key == key).map(|e| e.value.clone())
+    }
+
+    fn set(&self, key: usize, value: Rc<dyn Any>, inherit: bool) {
+        let mut entries = self.entries.borrow_mut();
+        match entries.iter_mut().find(|e| e.key == key) {
+            Some(entry) => entry.value = value,
+            None => entries.push(Entry { key, value, inherit }),
+        }
+    }
+}
+
+/// A key to a value of type `T` held separately by every fiber (and the root).
+/// A fiber's value is made by `init` on first use; a key made with
+/// [`inherited`](FiberLocal::inherited) starts, in a new fiber, with the value
+/// of the fiber that created it (shared, as Ruby's `Fiber[]` storage is a
+/// shallow copy). Declare keys with [`fiber_local!`](crate::fiber_local).
+///
+/// # Examples
+///
+/// ```
+/// use std::cell::Cell;
+/// use neverblock::fiber::Fiber;
+///
+/// neverblock::fiber_local!(static DEPTH: Cell<u32> = Cell::new(0));
+///
+/// DEPTH.with(|d| d.set(5));
+/// let f = Fiber::new(|_: u32| DEPTH.with(|d| d.get())).unwrap();
+/// assert_eq!(f.resume(0).unwrap(), 0, "each fiber has its own value");
+/// assert_eq!(DEPTH.with(|d| d.get()), 5);
+/// ```
+pub struct FiberLocal<T: 'static> {
+    init: fn() -> T,
+    inherit: bool,
+}
+
+impl<T: 'static> FiberLocal<T> {
+    /// A key whose value starts as `init()` in every fiber.
+    pub const fn new(init: fn() -> T) -> FiberLocal<T> {
+        FiberLocal { init, inherit: false }
+    }
+
+    /// A key whose value a new fiber takes from the fiber that created it (fibers
+    /// spawned on a runtime inherit from their spawner), or `init()` if it had none.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::cell::RefCell;
+    /// use neverblock::fiber::FiberLocal;
+    ///
+    /// static REQUEST_ID: FiberLocal<RefCell<String>> = FiberLocal::inherited(|| RefCell::new(String::new()));
+    ///
+    /// neverblock::run(|| {
+    ///     REQUEST_ID.set(RefCell::new("req-7".into()));
+    ///     let child = neverblock::spawn(|| REQUEST_ID.with(|id| id.borrow().clone()));
+    ///     assert_eq!(child.join().unwrap(), "req-7");
+    /// });
+    /// ```
+    pub const fn inherited(init: fn() -> T) -> FiberLocal<T> {
+        FiberLocal { init, inherit: true }
+    }
+
+    fn key(&'static self) -> usize {
+        self as *const Self as usize
+    }
+
+    /// Runs `f` with the running fiber's value (made on first use).
+    pub fn with<R>(&'static self, f: impl FnOnce(&T) -> R) -> R {
+        let value = switch::with_current(|me| {
+            me.locals.get(self.key()).unwrap_or_else(|| {
+                let value: Rc<dyn Any> = Rc::new((self.init)());
+                me.locals.set(self.key(), value.clone(), self.inherit);
+                value
+            })
+        });
+        f(value.downcast_ref::<T>().expect("a key's values have the key's type"))
+    }
+
+    /// Replaces the running fiber's value.
+    pub fn set(&'static self, value: T) {
+        switch::with_current(|me| me.locals.set(self.key(), Rc::new(value), self.inherit));
+    }
+}
+
+impl<T: 'static> fmt::Debug for FiberLocal<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FiberLocal").field("inherit", &self.inherit).finish_non_exhaustive()
+    }
+}
+
+/// Declares a [`FiberLocal`] key: `fiber_local!(static NAME: Type = init);`, or
+/// `fiber_local!(inherited static NAME: Type = init);` for a key new fibers inherit.
+///
+/// # Examples
+///
+/// ```
+/// neverblock::fiber_local!(inherited static USER: String = String::from("anonymous"));
+/// USER.with(|u| assert_eq!(u, "anonymous"));
+/// ```
+#[macro_export]
+macro_rules! fiber_local {
+    ($vis:vis static $name:ident : $t:ty = $init:expr) => {
+        $vis static $name: $crate::fiber::FiberLocal<$t> = $crate::fiber::FiberLocal::new(|| $init);
+    };
+    (inherited $vis:vis static $name:ident : $t:ty = $init:expr) => {
+        $vis static $name: $crate::fiber::FiberLocal<$t> = $crate::fiber::FiberLocal::inherited(|| $init);
+    };
+}
