@@ -43,6 +43,7 @@ mod blocking;
 mod remote;
 pub(crate) mod scheduler;
 mod task;
+mod threads;
 pub(crate) mod waiter;
 
 use std::fmt;
@@ -52,6 +53,9 @@ use std::time::{Duration, Instant};
 
 pub use blocking::{spawn_blocking, MAX_BLOCKING_THREADS};
 pub use task::{JoinError, JoinHandle};
+pub use threads::{
+    available_threads, spawn_least_loaded, spawn_on, thread_count, thread_index, Builder, RemoteJoinHandle,
+};
 
 use scheduler::{Scheduler, Woken};
 use task::JoinSlot;

@@ -7,6 +7,8 @@ use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::panic;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::fiber::{Fiber, FiberError, PanicPayload};
@@ -67,6 +69,8 @@ pub(crate) struct Scheduler {
     queue: RefCell<VecDeque<u64>>,
     current: Cell<Option<u64>>,
     next_id: Cell<u64>,
+    /// Live tasks, readable from other threads (for "least loaded" placement).
+    load: Arc<AtomicUsize>,
 }
 
 thread_local! {
@@ -94,6 +98,7 @@ impl Scheduler {
             queue: RefCell::new(VecDeque::new()),
             current: Cell::new(None),
             next_id: Cell::new(1),
+            load: Arc::new(AtomicUsize::new(0)),
         })
     }
 
@@ -131,6 +136,7 @@ impl Scheduler {
         };
         self.tasks.borrow_mut().insert(id, task);
         self.queue.borrow_mut().push_back(id);
+        self.load.fetch_add(1, Ordering::Relaxed);
         Ok(id)
     }
 
@@ -320,6 +326,7 @@ impl Scheduler {
                 // Cancelled before it ever ran: it never will.
                 let task = tasks.remove(&id).expect("present above");
                 drop(tasks);
+                self.load.fetch_sub(1, Ordering::Relaxed);
                 (task.complete)(Outcome::Cancelled);
                 return;
             }
@@ -342,6 +349,7 @@ impl Scheduler {
         }
         let task = tasks.remove(&id).expect("present above");
         drop(tasks);
+        self.load.fetch_sub(1, Ordering::Relaxed);
         for (_, key) in &task.deadlines {
             self.reactor.cancel_timer(*key);
         }
@@ -361,6 +369,11 @@ impl Scheduler {
         for (_, task) in tasks {
             drop(task);
         }
+    }
+
+    /// The count of live tasks, shared with other threads.
+    pub(crate) fn load(&self) -> Arc<AtomicUsize> {
+        self.load.clone()
     }
 
     /// A handle that hands work to this scheduler's loop from any thread.

@@ -304,3 +304,39 @@ fn a_panic_in_blocking_work_reaches_its_fiber() {
     let Err(JoinError::Panicked(payload)) = caught else { panic!("expected the panic") };
     assert_eq!(payload.message(), Some("in the pool"));
 }
+
+#[test]
+fn a_loop_per_thread_runs_fibers_where_they_are_placed() {
+    let (places, total) = neverblock::runtime::Builder::new().threads(3).run(|| {
+        assert_eq!(neverblock::runtime::thread_count(), 3);
+        let placed: Vec<_> =
+            (0..3).map(|i| neverblock::runtime::spawn_on(i, neverblock::runtime::thread_index)).collect();
+        let places: Vec<usize> = placed.into_iter().map(|h| h.join().unwrap()).collect();
+        // A channel across loops: workers on every thread feed one receiver here.
+        let (tx, rx) = unbounded();
+        let feeders: Vec<_> = (0..30)
+            .map(|i| {
+                let tx = tx.clone();
+                neverblock::runtime::spawn_least_loaded(move || {
+                    sleep(Duration::from_millis(1));
+                    tx.send(i).unwrap();
+                })
+            })
+            .collect();
+        drop(tx);
+        let total: i32 = std::iter::from_fn(|| rx.recv().ok()).sum();
+        feeders.into_iter().for_each(|f| f.join().unwrap());
+        (places, total)
+    });
+    assert_eq!(places, [0, 1, 2]);
+    assert_eq!(total, (0..30).sum());
+}
+
+#[test]
+fn a_panic_on_another_loop_reaches_its_joiner() {
+    let outcome = neverblock::runtime::Builder::new()
+        .threads(2)
+        .run(|| neverblock::runtime::spawn_on(1, || -> u8 { panic!("on loop 1") }).join());
+    let Err(JoinError::Panicked(payload)) = outcome else { panic!("expected the panic") };
+    assert_eq!(payload.message(), Some("on loop 1"));
+}

@@ -1,0 +1,218 @@
+//! A loop per core: `Builder::threads(n)` runs n runtimes on n threads. Fibers
+//! never migrate; starting one on another thread is explicit (`spawn_on`,
+//! `spawn_least_loaded`), and its result comes back through the cross-thread
+//! wake path, as do channel messages.
+
+use std::cell::RefCell;
+use std::fmt;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread;
+
+use super::remote::RemoteHandle;
+use super::scheduler::{self, Outcome};
+use super::JoinError;
+use crate::fiber::PanicPayload;
+use crate::sync::{oneshot, OneshotReceiver, OneshotSender, RecvError};
+
+/// How to start a runtime: how many threads, each with its own loop.
+///
+/// # Examples
+///
+/// ```
+/// let per_thread: Vec<usize> = neverblock::runtime::Builder::new().threads(2).run(|| {
+///     let handles: Vec<_> = (0..2).map(|i| neverblock::runtime::spawn_on(i, neverblock::runtime::thread_index)).collect();
+///     handles.into_iter().map(|h| h.join().unwrap()).collect()
+/// });
+/// assert_eq!(per_thread, [0, 1]);
+/// ```
+#[derive(Debug, Clone)]
+pub struct Builder {
+    threads: usize,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder::new()
+    }
+}
+
+/// One runtime thread, as the others see it.
+struct Loop {
+    remote: RemoteHandle,
+    load: Arc<AtomicUsize>,
+}
+
+thread_local! {
+    static LOOPS: RefCell<Option<Arc<Vec<Loop>>>> = const { RefCell::new(None) };
+    static INDEX: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+impl Builder {
+    /// One thread: the calling one (what [`run`](crate::run) does).
+    pub fn new() -> Builder {
+        Builder { threads: 1 }
+    }
+
+    /// Runs `n` loops: the calling thread's and `n - 1` more (at least 1). A server
+    /// wants one per core: [`available_threads`].
+    pub fn threads(mut self, n: usize) -> Builder {
+        self.threads = n.max(1);
+        self
+    }
+
+    /// Runs `f` in a fiber on the calling thread's loop; when it returns, the other
+    /// loops stop (their fibers are cancelled) and their threads are joined.
+    ///
+    /// # Panics
+    ///
+    /// As [`run`](crate::run); also if a thread cannot be started.
+    pub fn run<T: 'static>(self, f: impl FnOnce() -> T + 'static) -> T {
+        let (ready_tx, ready_rx) = mpsc::channel::<(usize, Loop, OneshotSender<()>)>();
+        let (registry_txs, workers): (Vec<_>, Vec<_>) = (1..self.threads)
+            .map(|index| {
+                let ready = ready_tx.clone();
+                let (registry_tx, registry_rx) = mpsc::channel::<Arc<Vec<Loop>>>();
+                let worker = thread::Builder::new()
+                    .name(format!("neverblock-{index}"))
+                    .spawn(move || worker(index, ready, registry_rx))
+                    .unwrap_or_else(|e| panic!("neverblock: cannot start loop thread {index}: {e}"));
+                (registry_tx, worker)
+            })
+            .unzip();
+        drop(ready_tx);
+        let value = crate::run(move || {
+            let s = scheduler::current().expect("inside run");
+            let mut loops: Vec<Option<Loop>> = (0..self.threads).map(|_| None).collect();
+            loops[0] = Some(Loop { remote: s.remote_handle(), load: s.load() });
+            let mut stops = Vec::new();
+            for (index, lp, stop) in ready_rx.iter() {
+                loops[index] = Some(lp);
+                stops.push(stop);
+            }
+            let loops = Arc::new(loops.into_iter().map(|l| l.expect("every loop reported")).collect::<Vec<_>>());
+            registry_txs.iter().for_each(|tx| drop(tx.send(loops.clone())));
+            LOOPS.with(|l| *l.borrow_mut() = Some(loops));
+            let value = f();
+            LOOPS.with(|l| l.borrow_mut().take());
+            drop(stops);
+            value
+        });
+        for worker in workers {
+            let _ = worker.join();
+        }
+        value
+    }
+}
+
+/// A loop thread: reports its loop, learns the others, runs until told to stop.
+fn worker(
+    index: usize,
+    ready: mpsc::Sender<(usize, Loop, OneshotSender<()>)>,
+    registry: mpsc::Receiver<Arc<Vec<Loop>>>,
+) {
+    crate::run(move || {
+        let s = scheduler::current().expect("inside run");
+        INDEX.with(|i| i.set(index));
+        let (stop_tx, stop_rx) = oneshot::<()>();
+        ready.send((index, Loop { remote: s.remote_handle(), load: s.load() }, stop_tx)).expect("the main loop waits");
+        drop(ready);
+        let loops = crate::spawn_blocking(move || registry.recv()).ok();
+        LOOPS.with(|l| *l.borrow_mut() = loops);
+        // Sent by nobody: the stop sender is dropped when the main loop's closure ends.
+        let _ = stop_rx.recv();
+        LOOPS.with(|l| l.borrow_mut().take());
+    });
+}
+
+/// Loops of the running multi-thread runtime (1 for a plain `run`).
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(neverblock::run(neverblock::runtime::thread_count), 1);
+/// ```
+pub fn thread_count() -> usize {
+    LOOPS.with(|l| l.borrow().as_ref().map_or(1, |loops| loops.len()))
+}
+
+/// Which loop this thread runs (0 is the thread that called `run`).
+pub fn thread_index() -> usize {
+    INDEX.with(|i| i.get())
+}
+
+/// The number of threads a server should run: one per core.
+pub fn available_threads() -> usize {
+    thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Starts `f` in a new fiber on loop `index` (see [`Builder::threads`]).
+///
+/// # Panics
+///
+/// Outside a runtime, or if `index` is not a loop of it.
+pub fn spawn_on<T: Send + 'static>(index: usize, f: impl FnOnce() -> T + Send + 'static) -> RemoteJoinHandle<T> {
+    let remote = match LOOPS.with(|l| l.borrow().as_ref().map(|loops| loops.get(index).map(|lp| lp.remote.clone()))) {
+        Some(Some(remote)) => remote,
+        Some(None) => panic!("neverblock::spawn_on: no loop {index} (there are {})", thread_count()),
+        None if index == 0 => scheduler::current().expect("neverblock::spawn_on outside a runtime").remote_handle(),
+        None => panic!("neverblock::spawn_on: no loop {index} in a single-thread runtime"),
+    };
+    let (tx, rx) = oneshot();
+    remote.send(Box::new(move |s| {
+        let body = Box::new(move || {
+            let result = panic::catch_unwind(AssertUnwindSafe(f)).map_err(|p| PanicPayload::new(p));
+            tx.send(result);
+        });
+        // A task cancelled or dropped before it runs drops `tx`: its joiner sees it gone.
+        let complete = Box::new(|_: Outcome| {});
+        if s.spawn(None, body, complete).is_err() {
+            eprintln!("neverblock: spawn_on: no stack for the fiber on loop {}", thread_index());
+        }
+    }));
+    RemoteJoinHandle { rx }
+}
+
+/// Starts `f` on the loop with the fewest live fibers.
+///
+/// # Panics
+///
+/// Outside a runtime.
+pub fn spawn_least_loaded<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> RemoteJoinHandle<T> {
+    let index = LOOPS.with(|l| {
+        l.borrow()
+            .as_ref()
+            .map_or(0, |loops| (0..loops.len()).min_by_key(|&i| loops[i].load.load(Ordering::Relaxed)).unwrap_or(0))
+    });
+    spawn_on(index, f)
+}
+
+/// The result of a fiber started on another loop; `Send`, so any fiber may join it.
+pub struct RemoteJoinHandle<T> {
+    rx: OneshotReceiver<Result<T, PanicPayload>>,
+}
+
+impl<T> RemoteJoinHandle<T> {
+    /// Parks the calling fiber until the remote fiber finishes.
+    ///
+    /// # Errors
+    ///
+    /// [`JoinError::Panicked`], [`JoinError::TimedOut`] inside an expired
+    /// [`timeout`](crate::timeout), or [`JoinError::RuntimeGone`] if its loop
+    /// stopped before the fiber finished.
+    pub fn join(self) -> Result<T, JoinError> {
+        match self.rx.recv() {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(payload)) => Err(JoinError::Panicked(payload)),
+            Err(RecvError::TimedOut) => Err(JoinError::TimedOut),
+            Err(RecvError::Disconnected) => Err(JoinError::RuntimeGone),
+        }
+    }
+}
+
+impl<T> fmt::Debug for RemoteJoinHandle<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("RemoteJoinHandle")
+    }
+}
