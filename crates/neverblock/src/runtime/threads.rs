@@ -162,7 +162,7 @@ pub fn spawn_on<T: Send + 'static>(index: usize, f: impl FnOnce() -> T + Send + 
     let (tx, rx) = oneshot();
     remote.send(Box::new(move |s| {
         let body = Box::new(move || {
-            let result = panic::catch_unwind(AssertUnwindSafe(f)).map_err(|p| PanicPayload::new(p));
+            let result = panic::catch_unwind(AssertUnwindSafe(f)).map_err(PanicPayload::new);
             tx.send(result);
         });
         // A task cancelled or dropped before it runs drops `tx`: its joiner sees it gone.
