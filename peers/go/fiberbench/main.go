@@ -2,9 +2,13 @@
 //
 // Go has no fibers; the nearest equivalent of a resume/yield or transfer is a
 // hand-off between goroutines over unbuffered channels, which is what this does.
+// The runtime experiments use goroutines, WaitGroup, channels and time.Sleep.
 //
 //	fiberbench fiber-chain --t 10000 --warmup 20 --runs 20
 //	fiberbench fiber-switch --t 100 --n 1000
+//	fiberbench spawn-join --n 100000
+//	fiberbench channel-ping-pong --n 1000000
+//	fiberbench sleepers --n 1000000 --sleep_ms 2000
 //
 // Each prints one JSON line: {"bench", "impl": "go", "params", "metrics"}.
 package main
@@ -16,6 +20,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 )
 
@@ -29,12 +37,19 @@ func main() {
 	n := flags.Int("n", 1000, "rounds (fiber-switch)")
 	warmup := flags.Int("warmup", 20, "untimed runs (fiber-chain)")
 	runs := flags.Int("runs", 20, "timed runs (fiber-chain)")
+	sleepMs := flags.Int("sleep_ms", 2000, "sleep of each goroutine (sleepers)")
 	flags.Parse(os.Args[2:])
 	switch os.Args[1] {
 	case "fiber-chain":
 		chain(*t, *warmup, *runs)
 	case "fiber-switch":
 		fiberSwitch(*t, *n)
+	case "spawn-join":
+		spawnJoin(*n)
+	case "channel-ping-pong":
+		pingPong(*n)
+	case "sleepers":
+		sleepers(*n, *sleepMs)
 	default:
 		fmt.Fprintln(os.Stderr, "unknown benchmark", os.Args[1])
 		os.Exit(2)
@@ -119,6 +134,93 @@ func fiberSwitch(t, n int) {
 	}
 	emit("fiber-switch", map[string]int{"t": t, "n": n},
 		map[string]float64{"total_s": total, "round_trip_ns": total * 1e9 / float64(n*t)})
+}
+
+// spawnJoin: start n goroutines and wait for all with a WaitGroup; best of 5.
+func spawnJoin(n int) {
+	once := func() time.Duration {
+		var wg sync.WaitGroup
+		results := make([]int, n)
+		start := time.Now()
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func(i int) {
+				results[i] = i
+				wg.Done()
+			}(i)
+		}
+		wg.Wait()
+		return time.Since(start)
+	}
+	once()
+	best := once()
+	for i := 0; i < 4; i++ {
+		best = min(best, once())
+	}
+	emit("spawn-join", map[string]int{"n": n},
+		map[string]float64{"total_s": best.Seconds(), "per_fiber_ns": float64(best.Nanoseconds()) / float64(n)})
+}
+
+// pingPong: two goroutines bounce a counter over unbuffered channels.
+func pingPong(n int) {
+	once := func(rounds int) time.Duration {
+		ping, pong := make(chan int), make(chan int)
+		go func() {
+			for v := range ping {
+				pong <- v + 1
+			}
+		}()
+		start := time.Now()
+		v := 0
+		for i := 0; i < rounds; i++ {
+			ping <- v
+			v = <-pong
+		}
+		elapsed := time.Since(start)
+		close(ping)
+		return elapsed
+	}
+	once(n / 10)
+	elapsed := once(n)
+	emit("channel-ping-pong", map[string]int{"n": n},
+		map[string]float64{"total_s": elapsed.Seconds(), "round_trip_ns": float64(elapsed.Nanoseconds()) / float64(n)})
+}
+
+// rss reads this process's resident memory from /proc, as neverblock does.
+func rss() int64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kib, _ := strconv.ParseInt(strings.Fields(rest)[0], 10, 64)
+			return kib * 1024
+		}
+	}
+	return 0
+}
+
+// sleepers: n goroutines sleep until one deadline; memory each while asleep, and
+// the time from the deadline until every one has woken.
+func sleepers(n, sleepMs int) {
+	before := rss()
+	deadline := time.Now().Add(time.Duration(sleepMs) * time.Millisecond)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			time.Sleep(time.Until(deadline))
+			wg.Done()
+		}()
+	}
+	runtime.Gosched()
+	time.Sleep(time.Until(deadline) / 2)
+	asleep := rss() - before
+	wg.Wait()
+	wake := time.Since(deadline)
+	emit("sleepers", map[string]int{"n": n},
+		map[string]float64{"bytes_per_sleeper_bytes": float64(asleep / int64(n)), "wake_all_s": wake.Seconds()})
 }
 
 func emit(bench string, params map[string]int, metrics map[string]float64) {

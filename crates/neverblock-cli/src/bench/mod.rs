@@ -5,6 +5,7 @@ mod fiber_switch;
 mod peers;
 mod raw;
 mod report;
+mod runtime;
 
 use clap::{Args, Subcommand};
 
@@ -17,6 +18,12 @@ pub(crate) enum Bench {
     FiberChain(fiber_chain::ChainArgs),
     /// SYSTEM.md §1 fiber_switch: t fibers, each resume+yield to a random next one.
     FiberSwitch(fiber_switch::SwitchArgs),
+    /// Spawn a fiber and join it, many times (vs Go's `go` + WaitGroup).
+    SpawnJoin(runtime::SpawnJoinArgs),
+    /// Two fibers ping-pong over rendezvous channels (vs Go's unbuffered channel).
+    ChannelPingPong(runtime::PingPongArgs),
+    /// A million fibers asleep at once: memory each, and time to wake them all (vs goroutines).
+    Sleepers(runtime::SleepersArgs),
     /// Every benchmark with its defaults.
     All(Common),
 }
@@ -37,6 +44,9 @@ impl Bench {
         match self {
             Bench::FiberChain(args) => fiber_chain::run(args),
             Bench::FiberSwitch(args) => fiber_switch::run(args),
+            Bench::SpawnJoin(args) => runtime::spawn_join(args),
+            Bench::ChannelPingPong(args) => runtime::ping_pong(args),
+            Bench::Sleepers(args) => runtime::sleepers(args),
             Bench::All(common) => {
                 fiber_chain::run(fiber_chain::ChainArgs::defaults(common.clone()))?;
                 fiber_switch::run(fiber_switch::SwitchArgs::defaults(common))

@@ -34,6 +34,18 @@ pub(crate) fn run(bench: &str, params: &[(&str, String)]) -> Vec<Row> {
     rows
 }
 
+/// Runs only the Go peer of `bench` (the runtime experiments have no Ruby peer).
+pub(crate) fn run_go(bench: &str, params: &[(&str, String)]) -> Vec<Row> {
+    let flags: Vec<String> = params.iter().flat_map(|(k, v)| [format!("--{k}"), v.clone()]).collect();
+    match go_binary() {
+        Some(binary) => run_peer("go", Command::new(binary).arg(bench).args(&flags)),
+        None => {
+            eprintln!("note: go peer skipped: `go` is not installed or the peer did not build");
+            Vec::new()
+        }
+    }
+}
+
 fn installed(program: &str, version_flag: &str) -> bool {
     Command::new(program).arg(version_flag).output().is_ok_and(|o| o.status.success())
 }

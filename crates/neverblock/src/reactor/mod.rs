@@ -91,6 +91,11 @@ impl Reactor {
         !self.timers.borrow().is_empty()
     }
 
+    /// Whether a timer is due at `now`.
+    pub(crate) fn timer_due(&self, now: Instant) -> bool {
+        self.timers.borrow_mut().next_deadline().is_some_and(|d| d <= now)
+    }
+
     /// Whether some task waits for an fd.
     pub(crate) fn has_fd_waiters(&self) -> bool {
         self.fds.borrow().values().any(|r| !r.readers.is_empty() || !r.writers.is_empty())
@@ -127,7 +132,8 @@ impl Reactor {
     /// Waits for readiness, a deadline or a remote wake (at most `timeout`, `None`
     /// for until something happens) and returns who to wake.
     pub(crate) fn turn(&self, timeout: Option<Duration>) -> io::Result<Turn> {
-        let timeout = match (timeout, self.timers.borrow().next_deadline()) {
+        let next_deadline = self.timers.borrow_mut().next_deadline();
+        let timeout = match (timeout, next_deadline) {
             (t, None) => t,
             (None, Some(d)) => Some(d.saturating_duration_since(Instant::now())),
             (Some(t), Some(d)) => Some(t.min(d.saturating_duration_since(Instant::now()))),

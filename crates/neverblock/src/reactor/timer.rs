@@ -67,13 +67,16 @@ impl<T> TimerQueue<T> {
         Some(value)
     }
 
-    /// The earliest deadline of a live entry.
-    pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        if self.live == 0 {
-            return None;
+    /// The earliest deadline of a live entry. Drops cancelled entries from the top
+    /// of the heap on the way, so this is O(1) amortised.
+    pub(crate) fn next_deadline(&mut self) -> Option<Instant> {
+        while let Some(&Reverse((deadline, seq, slot))) = self.heap.peek() {
+            if self.is_live(slot, seq) {
+                return Some(deadline);
+            }
+            self.heap.pop();
         }
-        // Stale heads are dropped by `expire` and `purge`; scan past any left.
-        self.heap.iter().filter(|Reverse((_, seq, slot))| self.is_live(*slot, *seq)).map(|Reverse((d, ..))| *d).min()
+        None
     }
 
     /// Moves every entry due at `now` into `out`, in deadline order (insertion

@@ -1,0 +1,154 @@
+//! The runtime's experiments (issue: scheduler and event loop), each beside Go:
+//! spawn+join, channel ping-pong between two fibers, and a million sleepers.
+
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use neverblock::sync::bounded;
+use serde_json::json;
+
+use super::{peers, report, Common, Row};
+
+#[derive(Args, Debug)]
+pub(crate) struct SpawnJoinArgs {
+    /// Fibers spawned (and joined) per timed run.
+    #[arg(long, default_value_t = 100_000)]
+    n: usize,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct PingPongArgs {
+    /// Round trips.
+    #[arg(long, default_value_t = 1_000_000)]
+    n: usize,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct SleepersArgs {
+    /// Sleeping fibers.
+    #[arg(long, default_value_t = 1_000_000)]
+    n: usize,
+    /// How long they sleep once all are spawned, in milliseconds (all wake at the
+    /// same deadline); it must outlast their first runs.
+    #[arg(long, default_value_t = 5000)]
+    sleep_ms: u64,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// Resident memory of this process (VmRSS), in bytes.
+fn rss() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .unwrap_or(0)
+        * 1024
+}
+
+pub(crate) fn spawn_join(args: SpawnJoinArgs) -> anyhow::Result<()> {
+    let n = args.n;
+    let elapsed = neverblock::run(move || {
+        let once = || {
+            let start = Instant::now();
+            let handles: Vec<_> = (0..n).map(|i| neverblock::spawn(move || i)).collect();
+            let sum: usize = handles.into_iter().map(|h| h.join().expect("no panic")).sum();
+            assert_eq!(sum, n * (n - 1) / 2);
+            start.elapsed()
+        };
+        once();
+        (0..5).map(|_| once()).min().expect("five runs")
+    });
+    let mut rows = vec![Row::new("spawn-join", "neverblock", json!({"n": n}))
+        .metric("total_s", elapsed.as_secs_f64())
+        .metric("per_fiber_ns", elapsed.as_secs_f64() * 1e9 / n as f64)];
+    if args.common.peers {
+        rows.extend(peers::run_go("spawn-join", &[("n", n.to_string())]));
+    }
+    report::print(rows, "per_fiber_ns", args.common.json);
+    Ok(())
+}
+
+pub(crate) fn ping_pong(args: PingPongArgs) -> anyhow::Result<()> {
+    let n = args.n;
+    let elapsed = neverblock::run(move || {
+        let once = |rounds: usize| {
+            let (ping_tx, ping_rx) = bounded::<usize>(0);
+            let (pong_tx, pong_rx) = bounded::<usize>(0);
+            let echo = neverblock::spawn(move || {
+                while let Ok(v) = ping_rx.recv() {
+                    pong_tx.send(v + 1).expect("the driver waits");
+                }
+            });
+            let start = Instant::now();
+            let mut v = 0;
+            for _ in 0..rounds {
+                ping_tx.send(v).expect("the echo fiber waits");
+                v = pong_rx.recv().expect("the echo fiber answers");
+            }
+            let elapsed = start.elapsed();
+            drop(ping_tx);
+            echo.join().expect("no panic");
+            assert_eq!(v, rounds);
+            elapsed
+        };
+        once(n / 10);
+        once(n)
+    });
+    let mut rows = vec![Row::new("channel-ping-pong", "neverblock", json!({"n": n}))
+        .metric("total_s", elapsed.as_secs_f64())
+        .metric("round_trip_ns", elapsed.as_secs_f64() * 1e9 / n as f64)];
+    if args.common.peers {
+        rows.extend(peers::run_go("channel-ping-pong", &[("n", n.to_string())]));
+    }
+    report::print(rows, "round_trip_ns", args.common.json);
+    Ok(())
+}
+
+pub(crate) fn sleepers(args: SleepersArgs) -> anyhow::Result<()> {
+    let (n, sleep) = (args.n, Duration::from_millis(args.sleep_ms));
+    let measured = neverblock::run(move || -> anyhow::Result<[f64; 3]> {
+        let before = rss();
+        let start = Instant::now();
+        // The deadline is set once every fiber is spawned, before any of them runs.
+        let deadline = Rc::new(std::cell::Cell::new(None));
+        let woke = Rc::new(std::cell::Cell::new(0usize));
+        let mut handles = Vec::with_capacity(n);
+        for _ in 0..n {
+            let (woke, deadline) = (woke.clone(), deadline.clone());
+            handles.push(neverblock::try_spawn(move || {
+                neverblock::sleep_until(deadline.get().expect("set before the fibers run"));
+                woke.set(woke.get() + 1);
+            })?);
+        }
+        let spawned = start.elapsed();
+        let wake_at = Instant::now() + sleep;
+        deadline.set(Some(wake_at));
+        neverblock::yield_now();
+        anyhow::ensure!(Instant::now() < wake_at, "the fibers' first runs outlasted the sleep; raise --sleep-ms");
+        let asleep = rss().saturating_sub(before);
+        neverblock::sleep_until(wake_at);
+        while woke.get() < n {
+            neverblock::yield_now();
+        }
+        let wake = wake_at.elapsed();
+        handles.into_iter().for_each(|h| drop(h.join()));
+        Ok([(asleep / n as u64) as f64, wake.as_secs_f64(), spawned.as_secs_f64()])
+    })?;
+    let [bytes, wake, spawned] = measured;
+    let mut rows = vec![Row::new("sleepers", "neverblock", json!({"n": n}))
+        .metric("bytes_per_sleeper_bytes", bytes)
+        .metric("wake_all_s", wake)
+        .metric("spawn_all_s", spawned)];
+    if args.common.peers {
+        rows.extend(peers::run_go("sleepers", &[("n", n.to_string()), ("sleep_ms", args.sleep_ms.to_string())]));
+    }
+    report::print(rows, "wake_all_s", args.common.json);
+    Ok(())
+}
