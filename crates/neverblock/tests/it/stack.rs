@@ -64,7 +64,7 @@ fn stack_overflow_stops_the_process_with_a_message() {
         let out = run_example("stack_overflow", args);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{args:?}: the process must stop");
-        assert!(stderr.contains("a fiber's stack overflowed (stack size 16 KiB)"), "{args:?}: {stderr}");
+        assert!(stderr.contains("a fiber's stack overflowed (stack size "), "{args:?}: {stderr}");
         assert!(!stderr.contains("unreachable"), "{args:?}: {stderr}");
     }
 }
