@@ -93,6 +93,7 @@ pub(crate) struct Scheduler {
     next_id: Cell<u64>,
     /// Live tasks, readable from other threads (for "least loaded" placement).
     load: Arc<AtomicUsize>,
+    thread: std::thread::ThreadId,
 }
 
 thread_local! {
@@ -121,6 +122,7 @@ impl Scheduler {
             current: Cell::new(None),
             next_id: Cell::new(1),
             load: Arc::new(AtomicUsize::new(0)),
+            thread: std::thread::current().id(),
         })
     }
 
@@ -400,6 +402,11 @@ impl Scheduler {
         for (_, task) in tasks {
             drop(task);
         }
+    }
+
+    /// The thread this scheduler runs on.
+    pub(crate) fn thread(&self) -> std::thread::ThreadId {
+        self.thread
     }
 
     /// The count of live tasks, shared with other threads.

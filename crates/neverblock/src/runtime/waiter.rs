@@ -19,7 +19,7 @@ impl Waiter {
     pub(crate) fn wake(self) {
         match self {
             Waiter::Fiber { thread, remote, wake } => {
-                let here = scheduler::current().filter(|_| thread::current().id() == thread);
+                let here = scheduler::current().filter(|s| s.thread() == thread);
                 match here {
                     Some(s) => s.wake(wake),
                     None => remote.send(Box::new(move |s| s.wake(wake))),
@@ -40,8 +40,8 @@ impl Waiter {
 pub(crate) fn wait(register: impl FnOnce(Waiter)) -> Woken {
     match scheduler::in_task() {
         Some(s) => {
-            let remote = s.remote_handle();
-            s.park(|wake| register(Waiter::Fiber { thread: thread::current().id(), remote, wake }))
+            let (remote, thread) = (s.remote_handle(), s.thread());
+            s.park(|wake| register(Waiter::Fiber { thread, remote, wake }))
         }
         None => {
             register(Waiter::Thread(thread::current()));
@@ -56,8 +56,8 @@ pub(crate) fn wait(register: impl FnOnce(Waiter)) -> Woken {
 pub(crate) fn wait_through_timeouts(register: impl FnOnce(Waiter)) {
     match scheduler::in_task() {
         Some(s) => {
-            let remote = s.remote_handle();
-            s.park_through_timeouts(|wake| register(Waiter::Fiber { thread: thread::current().id(), remote, wake }))
+            let (remote, thread) = (s.remote_handle(), s.thread());
+            s.park_through_timeouts(|wake| register(Waiter::Fiber { thread, remote, wake }))
         }
         None => {
             register(Waiter::Thread(thread::current()));

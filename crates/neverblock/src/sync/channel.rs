@@ -138,11 +138,10 @@ impl<T> Sender<T> {
         state.queue.push_back(value);
         let mine = state.taken + state.queue.len() as u64;
         let receiver = state.receivers_waiting.pop();
-        if state.capacity == Some(0) {
-            // Rendezvous: wait until the receiver has taken this value.
-            if let Some(r) = receiver {
-                r.wake();
-            }
+        if state.capacity == Some(0) && receiver.is_none() {
+            // Rendezvous with no receiver waiting: wait until one has taken this value.
+            // (With one waiting, the value is handed to it and the send is done, as
+            // in Go: the single receiver takes the queue's head next.)
             while state.taken < mine && state.receiver {
                 if wait_in(&self.shared.state, state, |s| &mut s.senders_waiting) == Woken::TimedOut {
                     return Ok(()); // the value is queued; it will still be received
