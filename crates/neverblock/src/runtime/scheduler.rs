@@ -328,7 +328,10 @@ impl Scheduler {
             // (a system call each time), or when a timer is due: nothing starves, and
             // busy loops do not pay a syscall per switch.
             batches_since_poll += 1;
-            if !idle && batches_since_poll < POLL_EVERY && !self.reactor.timer_due(Instant::now()) {
+            if !idle
+                && batches_since_poll < POLL_EVERY
+                && !(self.reactor.has_timers() && self.reactor.timer_due(Instant::now()))
+            {
                 continue;
             }
             batches_since_poll = 0;

@@ -94,9 +94,17 @@ impl WaitList {
         self.waiters.pop_front().map(|(_, w)| w)
     }
 
-    /// Takes every waiter.
-    pub(crate) fn drain(&mut self) -> Vec<Waiter> {
-        self.waiters.drain(..).map(|(_, w)| w).collect()
+    /// Wakes every waiter. Waking only queues work (on this thread's scheduler or
+    /// another thread's inbox), so callers may do it under their own lock.
+    pub(crate) fn wake_all(&mut self) {
+        while let Some((_, waiter)) = self.waiters.pop_front() {
+            waiter.wake();
+        }
+    }
+
+    /// Wakes the first waiter, if any; true if there was one.
+    pub(crate) fn wake_one(&mut self) -> bool {
+        self.pop().map(Waiter::wake).is_some()
     }
 
     pub(crate) fn is_empty(&self) -> bool {

@@ -137,8 +137,8 @@ impl<T> Sender<T> {
         }
         state.queue.push_back(value);
         let mine = state.taken + state.queue.len() as u64;
-        let receiver = state.receivers_waiting.pop();
-        if state.capacity == Some(0) && receiver.is_none() {
+        let handed_off = state.receivers_waiting.wake_one();
+        if state.capacity == Some(0) && !handed_off {
             // Rendezvous with no receiver waiting: wait until one has taken this value.
             // (With one waiting, the value is handed to it and the send is done, as
             // in Go: the single receiver takes the queue's head next.)
@@ -149,10 +149,6 @@ impl<T> Sender<T> {
                 state = lock(&self.shared.state);
             }
             return Ok(());
-        }
-        drop(state);
-        if let Some(r) = receiver {
-            r.wake();
         }
         Ok(())
     }
@@ -200,13 +196,11 @@ impl<T> Receiver<T> {
         let value = state.queue.pop_front().expect("checked non-empty");
         state.taken += 1;
         // A rendezvous sender waits for its value to be taken: wake them all to re-check.
-        let senders = if state.capacity == Some(0) {
-            state.senders_waiting.drain()
+        if state.capacity == Some(0) {
+            state.senders_waiting.wake_all();
         } else {
-            state.senders_waiting.pop().into_iter().collect()
-        };
-        drop(state);
-        senders.into_iter().for_each(|s| s.wake());
+            state.senders_waiting.wake_one();
+        }
         value
     }
 }
@@ -222,9 +216,9 @@ impl<T> Drop for Sender<T> {
     fn drop(&mut self) {
         let mut state = lock(&self.shared.state);
         state.senders -= 1;
-        let waiters = if state.senders == 0 { state.receivers_waiting.drain() } else { Vec::new() };
-        drop(state);
-        waiters.into_iter().for_each(|w| w.wake());
+        if state.senders == 0 {
+            state.receivers_waiting.wake_all();
+        }
     }
 }
 
@@ -232,11 +226,10 @@ impl<T> Drop for Receiver<T> {
     fn drop(&mut self) {
         let mut state = lock(&self.shared.state);
         state.receiver = false;
-        let waiters = state.senders_waiting.drain();
+        state.senders_waiting.wake_all();
         let dropped = std::mem::take(&mut state.queue);
         drop(state);
         drop(dropped);
-        waiters.into_iter().for_each(|w| w.wake());
     }
 }
 

@@ -66,20 +66,14 @@ impl Notify {
     /// Wakes the first waiter, or stores a permit if none waits.
     pub fn notify_one(&self) {
         let mut state = lock(&self.state);
-        let next = state.waiters.pop();
-        if next.is_none() {
+        if !state.waiters.wake_one() {
             state.permit = true;
-        }
-        drop(state);
-        if let Some(next) = next {
-            next.wake();
         }
     }
 
     /// Wakes every waiter (stores no permit).
     pub fn notify_all(&self) {
-        let waiters = lock(&self.state).waiters.drain();
-        waiters.into_iter().for_each(|w| w.wake());
+        lock(&self.state).waiters.wake_all();
     }
 }
 

@@ -44,9 +44,7 @@ impl<T> OneshotSender<T> {
     pub fn send(self, value: T) {
         let mut state = lock(&self.shared);
         state.value = Some(value);
-        let waiters = state.waiters.drain();
-        drop(state);
-        waiters.into_iter().for_each(|w| w.wake());
+        state.waiters.wake_all();
     }
 }
 
@@ -54,9 +52,7 @@ impl<T> Drop for OneshotSender<T> {
     fn drop(&mut self) {
         let mut state = lock(&self.shared);
         state.sender = false;
-        let waiters = state.waiters.drain();
-        drop(state);
-        waiters.into_iter().for_each(|w| w.wake());
+        state.waiters.wake_all();
     }
 }
 

@@ -62,9 +62,9 @@ impl WaitGroup {
     pub fn done(&self) {
         let mut state = lock(&self.state);
         state.count = state.count.checked_sub(1).expect("WaitGroup::done called more often than add");
-        let waiters = if state.count == 0 { state.waiters.drain() } else { Vec::new() };
-        drop(state);
-        waiters.into_iter().for_each(|w| w.wake());
+        if state.count == 0 {
+            state.waiters.wake_all();
+        }
     }
 
     /// The outstanding count.
