@@ -24,7 +24,7 @@ pub(crate) enum Bench {
     ChannelPingPong(runtime::PingPongArgs),
     /// A million fibers asleep at once: memory each, and time to wake them all (vs goroutines).
     Sleepers(runtime::SleepersArgs),
-    /// Every benchmark with its defaults.
+    /// Every benchmark but `sleepers` (a million fibers, ~30 s) and `fiber-chain --max`, with defaults.
     All(Common),
 }
 
@@ -49,7 +49,9 @@ impl Bench {
             Bench::Sleepers(args) => runtime::sleepers(args),
             Bench::All(common) => {
                 fiber_chain::run(fiber_chain::ChainArgs::defaults(common.clone()))?;
-                fiber_switch::run(fiber_switch::SwitchArgs::defaults(common))
+                fiber_switch::run(fiber_switch::SwitchArgs::defaults(common.clone()))?;
+                runtime::spawn_join(runtime::SpawnJoinArgs { n: 100_000, common: common.clone() })?;
+                runtime::ping_pong(runtime::PingPongArgs { n: 1_000_000, common })
             }
         }
     }

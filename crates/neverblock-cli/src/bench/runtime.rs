@@ -14,31 +14,31 @@ use super::{peers, report, Common, Row};
 pub(crate) struct SpawnJoinArgs {
     /// Fibers spawned (and joined) per timed run.
     #[arg(long, default_value_t = 100_000)]
-    n: usize,
+    pub(crate) n: usize,
     #[command(flatten)]
-    common: Common,
+    pub(crate) common: Common,
 }
 
 #[derive(Args, Debug)]
 pub(crate) struct PingPongArgs {
     /// Round trips.
     #[arg(long, default_value_t = 1_000_000)]
-    n: usize,
+    pub(crate) n: usize,
     #[command(flatten)]
-    common: Common,
+    pub(crate) common: Common,
 }
 
 #[derive(Args, Debug)]
 pub(crate) struct SleepersArgs {
     /// Sleeping fibers.
     #[arg(long, default_value_t = 1_000_000)]
-    n: usize,
+    pub(crate) n: usize,
     /// How long they sleep once all are spawned, in milliseconds (all wake at the
     /// same deadline); it must outlast their first runs.
     #[arg(long, default_value_t = 5000)]
     sleep_ms: u64,
     #[command(flatten)]
-    common: Common,
+    pub(crate) common: Common,
 }
 
 /// Resident memory of this process (VmRSS), in bytes.

@@ -8,10 +8,11 @@ use std::rc::Rc;
 
 use super::switch;
 
-/// One fiber's values, by key.
+/// One fiber's values, by key; allocated by the first value, so a fiber that
+/// uses none costs one word.
 #[derive(Default)]
 pub(crate) struct Locals {
-    entries: RefCell<Vec<Entry>>,
+    entries: RefCell<Option<Box<Vec<Entry>>>>,
 }
 
 struct Entry {
@@ -23,20 +24,28 @@ struct Entry {
 impl Locals {
     /// The entries a fiber created now receives (shared, like Ruby's shallow copy).
     pub(crate) fn inherited(&self) -> Vec<(usize, Rc<dyn Any>)> {
-        self.entries.borrow().iter().filter(|e| e.inherit).map(|e| (e.key, e.value.clone())).collect()
+        match &*self.entries.borrow() {
+            Some(entries) => entries.iter().filter(|e| e.inherit).map(|e| (e.key, e.value.clone())).collect(),
+            None => Vec::new(),
+        }
     }
 
     pub(crate) fn extend(&self, inherited: Vec<(usize, Rc<dyn Any>)>) {
+        if inherited.is_empty() {
+            return;
+        }
         let mut entries = self.entries.borrow_mut();
+        let entries = entries.get_or_insert_with(Box::default);
         entries.extend(inherited.into_iter().map(|(key, value)| Entry { key, value, inherit: true }));
     }
 
     fn get(&self, key: usize) -> Option<Rc<dyn Any>> {
-        self.entries.borrow().iter().find(|e| e.key == key).map(|e| e.value.clone())
+        self.entries.borrow().as_ref()?.iter().find(|e| e.key == key).map(|e| e.value.clone())
     }
 
     fn set(&self, key: usize, value: Rc<dyn Any>, inherit: bool) {
         let mut entries = self.entries.borrow_mut();
+        let entries = entries.get_or_insert_with(Box::default);
         match entries.iter_mut().find(|e| e.key == key) {
             Some(entry) => entry.value = value,
             None => entries.push(Entry { key, value, inherit }),

@@ -173,7 +173,7 @@ static SPLIT_STACKS: AtomicUsize = AtomicUsize::new(0);
 /// Takes a stack of `size` usable bytes from this thread's pool.
 pub(crate) fn allocate(size: usize, guard: GuardKind) -> Result<PooledStack, StackError> {
     let page = memory::page_size();
-    let size = (size.max(corosensei::stack::MIN_STACK_SIZE) + COLOURS * COLOUR_STEP).next_multiple_of(page);
+    let size = size.max(corosensei::stack::MIN_STACK_SIZE).next_multiple_of(page);
     let pool = POOLS.with(|pools| {
         let mut pools = pools.borrow_mut();
         if let Some(pool) = pools.iter().find(|p| p.size == size && p.guard == guard) {
@@ -185,16 +185,8 @@ pub(crate) fn allocate(size: usize, guard: GuardKind) -> Result<PooledStack, Sta
         pool
     });
     let low = pool.take()?;
-    // Colour the stack: start each slot's frames at a different offset below the
-    // top, so that the hot top frames of many fibers do not all fall in the same
-    // cache sets (every slot top is page aligned).
-    let colour = ((low / pool.slot()) % COLOURS) * COLOUR_STEP;
-    Ok(PooledStack { low, high: low + page + size - colour, pool })
+    Ok(PooledStack { low, high: low + page + size, pool })
 }
-
-/// Distinct stack-top offsets, `COLOUR_STEP` bytes apart (up to 3.9 KiB of a stack).
-const COLOURS: usize = 31;
-const COLOUR_STEP: usize = 128;
 
 /// A fiber stack on loan from its thread's pool; dropping it returns it.
 pub(crate) struct PooledStack {
@@ -209,12 +201,10 @@ impl fmt::Debug for PooledStack {
     }
 }
 
-// SAFETY: `low..high` lies in a slot carved by `Pool::take`: a guard page at `low`
+// SAFETY: `low..high` is a slot carved by `Pool::take`: a guard page at `low`
 // (installed before the slot was first handed out, and never removed while the
-// chunk is mapped) followed by the usable stack, of which `high` keeps all but
-// the colour offset (under 4 KiB of at least one page plus that, as `allocate`
-// rounds the size up past `MIN_STACK_SIZE`). `low` is page aligned and `high`
-// a multiple of 128 bytes, both multiples of STACK_ALIGNMENT. The slot is owned by
+// chunk is mapped) followed by `high - low - page >= MIN_STACK_SIZE` usable bytes.
+// Both ends are page aligned, hence aligned to STACK_ALIGNMENT. The slot is owned by
 // this value alone until `Drop` returns it to the pool, and the chunk stays mapped
 // while the pool lives, which `self.pool` guarantees.
 unsafe impl corosensei::stack::Stack for PooledStack {
