@@ -12,6 +12,7 @@ use super::switch;
 /// uses none costs one word.
 #[derive(Default)]
 pub(crate) struct Locals {
+    #[allow(clippy::box_collection)] // one word in every fiber, not three: most fibers have no locals
     entries: RefCell<Option<Box<Vec<Entry>>>>,
 }
 
