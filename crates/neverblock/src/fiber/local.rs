@@ -22,16 +22,25 @@ struct Entry {
     inherit: bool,
 }
 
+/// The fiber-local values a new fiber starts with.
+pub(crate) type Inherited = Vec<(usize, Rc<dyn Any>)>;
+
+/// What a fiber created now by the running fiber would inherit (for fibers
+/// created later on its behalf, such as a runtime task's fiber).
+pub(crate) fn inherited_now() -> Inherited {
+    switch::with_current(|me| me.locals.inherited())
+}
+
 impl Locals {
     /// The entries a fiber created now receives (shared, like Ruby's shallow copy).
-    pub(crate) fn inherited(&self) -> Vec<(usize, Rc<dyn Any>)> {
+    pub(crate) fn inherited(&self) -> Inherited {
         match &*self.entries.borrow() {
             Some(entries) => entries.iter().filter(|e| e.inherit).map(|e| (e.key, e.value.clone())).collect(),
             None => Vec::new(),
         }
     }
 
-    pub(crate) fn extend(&self, inherited: Vec<(usize, Rc<dyn Any>)>) {
+    pub(crate) fn extend(&self, inherited: Inherited) {
         if inherited.is_empty() {
             return;
         }

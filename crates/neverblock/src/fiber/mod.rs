@@ -98,6 +98,7 @@ use std::rc::Rc;
 
 pub use error::{FiberError, PanicPayload, TypeMismatch};
 pub use local::FiberLocal;
+pub(crate) use local::{inherited_now, Inherited};
 pub use stack::{set_stack_limit, stack_stats, StackError, StackStats, DEFAULT_STACK_SIZE};
 
 use switch::Core;
@@ -193,8 +194,18 @@ impl Builder {
     /// A [`StackError`] when no stack can be had: `vm.max_map_count`, available
     /// memory or the thread's cap ([`set_stack_limit`]) would be passed.
     pub fn build<T: 'static>(self, body: impl FnOnce(T) -> T + 'static) -> Result<Fiber<T>, StackError> {
+        self.build_inheriting(None, body)
+    }
+
+    /// Like `build`, with the fiber-local values `inherited` (captured earlier by
+    /// [`inherited_now`]) instead of the running fiber's.
+    pub(crate) fn build_inheriting<T: 'static>(
+        self,
+        inherited: Option<Inherited>,
+        body: impl FnOnce(T) -> T + 'static,
+    ) -> Result<Fiber<T>, StackError> {
         let stack = stack::allocate(self.stack_size, stack::guard_kind(self.force_mprotect))?;
-        Ok(Fiber { core: Core::spawn(stack, body), value: PhantomData })
+        Ok(Fiber { core: Core::spawn(stack, inherited, body), value: PhantomData })
     }
 }
 

@@ -26,6 +26,7 @@ use std::rc::Rc;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
 use super::error::{FiberError, PanicPayload, TypeMismatch};
+use super::local::Inherited;
 use super::rules::View;
 use super::stack::PooledStack;
 
@@ -254,7 +255,11 @@ impl Core {
     }
 
     /// Makes a fiber that will run `body` on `stack` when first switched to.
-    pub(crate) fn spawn<T: 'static>(stack: PooledStack, body: impl FnOnce(T) -> T + 'static) -> Rc<Core> {
+    pub(crate) fn spawn<T: 'static>(
+        stack: PooledStack,
+        inherited: Option<Inherited>,
+        body: impl FnOnce(T) -> T + 'static,
+    ) -> Rc<Core> {
         let coroutine = Coroutine::with_stack(stack, move |yielder: &Yielder<bool, Rc<Core>>, _| {
             with_state(|st| {
                 st.with_current(|me| me.yielder.set(yielder));
@@ -267,7 +272,7 @@ impl Core {
         });
         let (id, inherited) = with_state(|st| {
             st.root_ptr();
-            let inherited = st.with_current(|me| me.locals.inherited());
+            let inherited = inherited.unwrap_or_else(|| st.with_current(|me| me.locals.inherited()));
             (st.next_id.replace(st.next_id.get() + 1), inherited)
         });
         let core = Core::new(id, Some(coroutine), Status::Created);

@@ -92,11 +92,13 @@ pub fn run<T: 'static>(f: impl FnOnce() -> T + 'static) -> T {
     }
 }
 
-/// Starts `f` in a new fiber of this thread's runtime.
+/// Starts `f` in a new fiber of this thread's runtime. The fiber (and its stack)
+/// is made when it first runs, so a burst of short tasks runs on recycled, warm
+/// stacks; if no stack can be had then, its `join` returns [`JoinError::NoStack`].
 ///
 /// # Panics
 ///
-/// Outside a runtime, or when no stack can be had (see [`try_spawn`]).
+/// Outside a runtime (see [`try_spawn`]).
 ///
 /// # Examples
 ///
@@ -114,7 +116,7 @@ pub fn spawn<T: 'static>(f: impl FnOnce() -> T + 'static) -> JoinHandle<T> {
 ///
 /// # Errors
 ///
-/// [`SpawnError::NoRuntime`] outside a runtime; [`SpawnError::Stack`] when no stack can be had.
+/// [`SpawnError::NoRuntime`] outside a runtime.
 ///
 /// # Examples
 ///
@@ -151,7 +153,7 @@ fn try_spawn_on<T: 'static>(
     let (for_body, for_end) = (slot.clone(), slot.clone());
     let body = Box::new(move || for_body.set(Ok(f())));
     let complete = Box::new(move |outcome| for_end.complete(outcome));
-    let id = scheduler.spawn(name, body, complete).map_err(SpawnError::Stack)?;
+    let id = scheduler.spawn(name, body, complete);
     Ok(JoinHandle { id, slot })
 }
 
@@ -161,15 +163,12 @@ fn try_spawn_on<T: 'static>(
 pub enum SpawnError {
     /// No runtime runs on this thread.
     NoRuntime,
-    /// No stack could be had for the fiber.
-    Stack(crate::fiber::StackError),
 }
 
 impl fmt::Display for SpawnError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SpawnError::NoRuntime => f.write_str("no neverblock runtime runs on this thread"),
-            SpawnError::Stack(e) => e.fmt(f),
         }
     }
 }

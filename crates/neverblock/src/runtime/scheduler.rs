@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::fiber::{Fiber, FiberError, PanicPayload};
+use crate::fiber::{inherited_now, Builder, Fiber, FiberError, Inherited, PanicPayload, StackError};
 use crate::reactor::timer::TimerKey;
 use crate::reactor::{Reactor, Wake};
 
@@ -30,6 +30,8 @@ pub(crate) enum Outcome {
     Returned,
     Panicked(PanicPayload),
     Cancelled,
+    /// No stack could be had when the task was to start.
+    NoStack(StackError),
 }
 
 /// Why a park returned.
@@ -49,10 +51,13 @@ enum State {
 }
 
 struct Task {
-    /// The task's own fiber.
-    main: Fiber<()>,
+    /// What the task runs, until its fiber is made (when it first runs).
+    start: Option<(Box<dyn FnOnce()>, Inherited)>,
+    /// The task's own fiber, made when it first runs: spawned tasks hold no stack
+    /// until then, so short tasks run one after another on a recycled, warm stack.
+    main: Option<Fiber<()>>,
     /// The fiber to continue when woken: the task, or a fiber it resumed that parked.
-    resume_at: Fiber<()>,
+    resume_at: Option<Fiber<()>>,
     state: State,
     /// Counts parks, so that a wake meant for an earlier park is ignored.
     park: u64,
@@ -144,12 +149,12 @@ impl Scheduler {
         name: Option<Rc<str>>,
         body: Box<dyn FnOnce()>,
         complete: Box<dyn FnOnce(Outcome)>,
-    ) -> Result<u64, crate::fiber::StackError> {
-        let main = Fiber::new(move |()| body())?;
+    ) -> u64 {
         let id = self.next_id.replace(self.next_id.get() + 1);
         let task = Task {
-            resume_at: main.clone(),
-            main,
+            start: Some((body, inherited_now())),
+            main: None,
+            resume_at: None,
             state: State::Runnable,
             park: 0,
             cancelled: false,
@@ -161,7 +166,7 @@ impl Scheduler {
         self.tasks.borrow_mut().insert(id, task);
         self.queue.borrow_mut().push_back(id);
         self.load.fetch_add(1, Ordering::Relaxed);
-        Ok(id)
+        id
     }
 
     pub(crate) fn current_task(&self) -> Option<u64> {
@@ -213,7 +218,7 @@ impl Scheduler {
             }
             task.park += 1;
             task.state = State::Parked;
-            task.resume_at = Fiber::current();
+            task.resume_at = Some(Fiber::current());
             Wake { task: id, park: task.park }
         };
         if register(wake) {
@@ -233,7 +238,7 @@ impl Scheduler {
             let mut tasks = self.tasks.borrow_mut();
             let task = tasks.get_mut(&id).expect("the running task is registered");
             task.state = State::Runnable;
-            task.resume_at = Fiber::current();
+            task.resume_at = Some(Fiber::current());
         }
         self.queue.borrow_mut().push_back(id);
         self.switch_to_root(id);
@@ -358,23 +363,35 @@ impl Scheduler {
             if task.state != State::Runnable {
                 return;
             }
-            if task.cancelled && task.main.state() == crate::fiber::FiberState::Created {
-                // Cancelled before it ever ran: it never will.
-                let task = tasks.remove(&id).expect("present above");
-                drop(tasks);
-                self.load.fetch_sub(1, Ordering::Relaxed);
-                (task.complete)(Outcome::Cancelled);
-                return;
+            if let Some((body, inherited)) = task.start.take() {
+                let made = if task.cancelled {
+                    Err(Outcome::Cancelled) // cancelled before it ever ran: it never will
+                } else {
+                    Builder::new().build_inheriting(Some(inherited), move |()| body()).map_err(Outcome::NoStack)
+                };
+                match made {
+                    Ok(fiber) => {
+                        task.main = Some(fiber.clone());
+                        task.resume_at = Some(fiber);
+                    }
+                    Err(outcome) => {
+                        let task = tasks.remove(&id).expect("present above");
+                        drop(tasks);
+                        self.load.fetch_sub(1, Ordering::Relaxed);
+                        (task.complete)(outcome);
+                        return;
+                    }
+                }
             }
             task.state = State::Running;
-            task.resume_at.clone()
+            task.resume_at.clone().expect("a started task has a fiber to continue")
         };
         self.current.set(Some(id));
         let result = fiber.transfer(());
         self.current.set(None);
         let mut tasks = self.tasks.borrow_mut();
         let Some(task) = tasks.get_mut(&id) else { return };
-        if task.main.is_alive() {
+        if task.main.as_ref().is_some_and(Fiber::is_alive) {
             if task.state == State::Running {
                 // The task handed control to the root without parking (a raw transfer):
                 // nothing will wake it, so it stays parked for good.

@@ -20,6 +20,8 @@ pub enum JoinError {
     TimedOut,
     /// The runtime ended before the fiber did.
     RuntimeGone,
+    /// No stack could be had when the fiber was to start.
+    NoStack(crate::fiber::StackError),
 }
 
 impl fmt::Display for JoinError {
@@ -31,6 +33,7 @@ impl fmt::Display for JoinError {
             JoinError::Cancelled => f.write_str("the fiber was cancelled"),
             JoinError::TimedOut => f.write_str("timed out waiting for the fiber"),
             JoinError::RuntimeGone => f.write_str("the runtime ended before the fiber finished"),
+            JoinError::NoStack(e) => write!(f, "the fiber never started: {e}"),
         }
     }
 }
@@ -58,6 +61,7 @@ impl<T> JoinSlot<T> {
             Outcome::Returned => {}
             Outcome::Panicked(payload) => self.set(Err(JoinError::Panicked(payload))),
             Outcome::Cancelled => self.set(Err(JoinError::Cancelled)),
+            Outcome::NoStack(e) => self.set(Err(JoinError::NoStack(e))),
         }
         if let (Some(wake), Some(s)) = (self.waiter.take(), scheduler::current()) {
             s.wake(wake);

@@ -165,11 +165,9 @@ pub fn spawn_on<T: Send + 'static>(index: usize, f: impl FnOnce() -> T + Send + 
             let result = panic::catch_unwind(AssertUnwindSafe(f)).map_err(PanicPayload::new);
             tx.send(result);
         });
-        // A task cancelled or dropped before it runs drops `tx`: its joiner sees it gone.
+        // A task cancelled, dropped or without a stack drops `tx`: its joiner sees it gone.
         let complete = Box::new(|_: Outcome| {});
-        if s.spawn(None, body, complete).is_err() {
-            eprintln!("neverblock: spawn_on: no stack for the fiber on loop {}", thread_index());
-        }
+        s.spawn(None, body, complete);
     }));
     RemoteJoinHandle { rx }
 }

@@ -341,3 +341,19 @@ fn a_panic_on_another_loop_reaches_its_joiner() {
     let Err(JoinError::Panicked(payload)) = outcome else { panic!("expected the panic") };
     assert_eq!(payload.message(), Some("on loop 1"));
 }
+
+#[test]
+fn a_burst_of_short_tasks_runs_on_a_few_recycled_stacks() {
+    std::thread::spawn(|| {
+        run(|| {
+            let tasks: Vec<_> = (0..10_000u32).map(|i| spawn(move || i)).collect();
+            let sum: u32 = tasks.into_iter().map(|t| t.join().unwrap()).sum();
+            assert_eq!(sum, (0..10_000).sum());
+        });
+        let stats = neverblock::fiber::stack_stats();
+        // Each task takes its stack when it first runs and gives it back when it ends.
+        assert!(stats.live + stats.free < 64, "10,000 tasks used {} stacks", stats.live + stats.free);
+    })
+    .join()
+    .unwrap();
+}
