@@ -116,17 +116,20 @@ pub(crate) fn sleepers(args: SleepersArgs) -> anyhow::Result<()> {
     let measured = neverblock::run(move || -> anyhow::Result<[f64; 3]> {
         let before = rss();
         let start = Instant::now();
-        // The deadline is set once every fiber is spawned, before any of them runs.
+        // The deadline is set once every fiber has been made (run once), before any sleeps.
         let deadline = Rc::new(std::cell::Cell::new(None));
         let woke = Rc::new(std::cell::Cell::new(0usize));
         let mut handles = Vec::with_capacity(n);
         for _ in 0..n {
             let (woke, deadline) = (woke.clone(), deadline.clone());
             handles.push(neverblock::try_spawn(move || {
-                neverblock::sleep_until(deadline.get().expect("set before the fibers run"));
+                // The first run makes the fiber (and takes its stack); the second sleeps.
+                neverblock::yield_now();
+                neverblock::sleep_until(deadline.get().expect("set before the second runs"));
                 woke.set(woke.get() + 1);
             })?);
         }
+        neverblock::yield_now();
         let spawned = start.elapsed();
         let wake_at = Instant::now() + sleep;
         deadline.set(Some(wake_at));
