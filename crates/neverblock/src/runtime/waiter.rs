@@ -38,31 +38,28 @@ impl Waiter {
 ///
 /// Unwinds a cancelled task (see `JoinHandle::cancel`).
 pub(crate) fn wait(register: impl FnOnce(Waiter)) -> Woken {
-    match scheduler::in_task() {
-        Some(s) => {
-            let (remote, thread) = (s.remote_handle(), s.thread());
-            s.park(|wake| register(Waiter::Fiber { thread, remote, wake }))
-        }
-        None => {
-            register(Waiter::Thread(thread::current()));
-            thread::park();
-            Woken::Ready
-        }
-    }
+    wait_inner(register, true)
 }
 
 /// Like [`wait`], but an expired `timeout` scope does not end the wait: for work
 /// that cannot be abandoned. Wakes can still be spurious.
 pub(crate) fn wait_through_timeouts(register: impl FnOnce(Waiter)) {
-    match scheduler::in_task() {
-        Some(s) => {
-            let (remote, thread) = (s.remote_handle(), s.thread());
-            s.park_through_timeouts(|wake| register(Waiter::Fiber { thread, remote, wake }))
-        }
-        None => {
-            register(Waiter::Thread(thread::current()));
-            thread::park();
-        }
+    wait_inner(register, false);
+}
+
+fn wait_inner(register: impl FnOnce(Waiter), interruptible: bool) -> Woken {
+    let Some(s) = scheduler::in_task() else {
+        register(Waiter::Thread(thread::current()));
+        thread::park();
+        return Woken::Ready;
+    };
+    let (remote, thread) = (s.remote_handle(), s.thread());
+    let register = |wake| register(Waiter::Fiber { thread, remote, wake });
+    if interruptible {
+        s.park(register)
+    } else {
+        s.park_through_timeouts(register);
+        Woken::Ready
     }
 }
 

@@ -5,15 +5,9 @@ use std::rc::Rc;
 
 use neverblock::fiber::{self, Fiber, FiberError};
 
+use crate::support::Tracked;
+
 /// Counts its drops into a shared counter.
-struct Tracked(Rc<Cell<u32>>);
-
-impl Drop for Tracked {
-    fn drop(&mut self) {
-        self.0.set(self.0.get() + 1);
-    }
-}
-
 #[test]
 fn dropping_a_yielded_fiber_runs_its_destructors() {
     let drops = Rc::new(Cell::new(0));

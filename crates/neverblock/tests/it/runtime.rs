@@ -11,6 +11,8 @@ use neverblock::fiber::Fiber;
 use neverblock::sync::{bounded, unbounded, RecvError};
 use neverblock::{run, sleep, spawn, timeout, yield_now, Elapsed, JoinError};
 
+use crate::support::Tracked;
+
 #[test]
 fn spawned_fibers_run_in_fifo_order() {
     let order = run(|| {
@@ -112,14 +114,6 @@ fn a_panic_in_the_main_fiber_leaves_run_with_its_payload() {
     let payload = panic::catch_unwind(|| run(|| panic!("main failed"))).unwrap_err();
     assert_eq!(payload.downcast_ref::<&str>(), Some(&"main failed"));
     assert_eq!(run(|| 1), 1, "a new runtime starts on the same thread");
-}
-
-struct Tracked(Rc<Cell<u32>>);
-
-impl Drop for Tracked {
-    fn drop(&mut self) {
-        self.0.set(self.0.get() + 1);
-    }
 }
 
 #[test]

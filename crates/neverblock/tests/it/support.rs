@@ -1,7 +1,9 @@
 //! Helpers shared by the integration tests.
 
+use std::cell::Cell;
 use std::path::PathBuf;
 use std::process::{Command, Output};
+use std::rc::Rc;
 use std::sync::{Mutex, MutexGuard};
 
 /// Runs one of this crate's examples, building it first if this test run did not.
@@ -31,4 +33,13 @@ pub(crate) fn map_count() -> usize {
 pub(crate) fn mappings_lock() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
     LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Counts its drops into a shared counter.
+pub(crate) struct Tracked(pub(crate) Rc<Cell<u32>>);
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        self.0.set(self.0.get() + 1);
+    }
 }
