@@ -86,8 +86,9 @@ fn link(
     })
 }
 
-/// One chain of `t` fibers: its run time and the time to drop (unwind) it.
-fn chain(t: u64, builder: &Builder) -> Result<(Duration, Duration), StackError> {
+/// Builds and runs one chain of `t` fibers; returns its run time and its head,
+/// which holds every fiber of the chain alive.
+fn run_chain(t: u64, builder: &Builder) -> Result<(Duration, Fiber<u64>), StackError> {
     let failed = Rc::new(RefCell::new(None));
     let start = Instant::now();
     let first = link(t, Fiber::current(), builder.clone(), failed.clone())?;
@@ -97,6 +98,12 @@ fn chain(t: u64, builder: &Builder) -> Result<(Duration, Duration), StackError> 
         return Err(e);
     }
     assert_eq!(result, t + 1, "the chain counts every fiber");
+    Ok((run, first))
+}
+
+/// One chain of `t` fibers: its run time and the time to drop (unwind) it.
+fn chain(t: u64, builder: &Builder) -> Result<(Duration, Duration), StackError> {
+    let (run, first) = run_chain(t, builder)?;
     let start = Instant::now();
     drop(first);
     Ok((run, start.elapsed()))
@@ -167,8 +174,9 @@ pub(crate) fn run(args: ChainArgs) -> anyhow::Result<()> {
 /// One --max attempt, in its own process: prints `ok <seconds> <peak rss bytes>`,
 /// or the error and exit status 3.
 fn probe(args: &ChainArgs) -> anyhow::Result<()> {
-    match chain_without_teardown(args.t, &builder(args)) {
-        Ok(run) => {
+    // The process exits with the chain alive: an attempt measures holding t fibers.
+    match run_chain(args.t, &builder(args)) {
+        Ok((run, _alive)) => {
             println!("ok {} {}", run.as_secs_f64(), peak_rss().unwrap_or(0));
             std::process::exit(0);
         }
@@ -177,17 +185,6 @@ fn probe(args: &ChainArgs) -> anyhow::Result<()> {
             std::process::exit(3);
         }
     }
-}
-
-/// Like [`chain`], but exits with the chain alive: an attempt measures holding t fibers.
-fn chain_without_teardown(t: u64, builder: &Builder) -> Result<Duration, StackError> {
-    let failed = Rc::new(RefCell::new(None));
-    let start = Instant::now();
-    let first = link(t, Fiber::current(), builder.clone(), failed.clone())?;
-    first.transfer(0).expect("the chain transfers back to the root");
-    let run = start.elapsed();
-    std::mem::forget(first);
-    failed.take().map_or(Ok(run), Err)
 }
 
 /// Peak resident memory of this process (VmHWM), in bytes.
