@@ -8,7 +8,7 @@
 
 pub(crate) mod timer;
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::RawFd;
@@ -43,6 +43,8 @@ pub(crate) struct Reactor {
     waker: Arc<Waker>,
     timers: RefCell<TimerQueue<Wake>>,
     fds: RefCell<HashMap<RawFd, Readiness>>,
+    /// Tasks waiting in `fds`, so the loop can ask without scanning every fd.
+    fd_waiters: Cell<usize>,
     events: RefCell<Vec<Event>>,
 }
 
@@ -69,6 +71,7 @@ impl Reactor {
             waker,
             timers: RefCell::new(TimerQueue::new()),
             fds: RefCell::new(HashMap::new()),
+            fd_waiters: Cell::new(0),
             events: RefCell::new(Vec::new()),
         })
     }
@@ -98,7 +101,7 @@ impl Reactor {
 
     /// Whether some task waits for an fd.
     pub(crate) fn has_fd_waiters(&self) -> bool {
-        self.fds.borrow().values().any(|r| !r.readers.is_empty() || !r.writers.is_empty())
+        self.fd_waiters.get() > 0
     }
 
     /// Readiness already seen for `fd` (and consumed), or `wake` queued for the next edge.
@@ -119,13 +122,17 @@ impl Reactor {
         }
         match self.poller.add(fd, fd as u64, Interest::BOTH) {
             Ok(()) => {
-                fds.insert(fd, Readiness::default());
+                // A new file under this number: what waited on the old one is forgotten.
+                if let Some(stale) = fds.insert(fd, Readiness::default()) {
+                    self.fd_waiters.set(self.fd_waiters.get() - stale.readers.len() - stale.writers.len());
+                }
             }
             Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {}
             Err(e) => return Err(e),
         }
         let readiness = fds.entry(fd).or_default();
         if interest.readable { &mut readiness.readers } else { &mut readiness.writers }.push(wake);
+        self.fd_waiters.set(self.fd_waiters.get() + 1);
         Ok(false)
     }
 
@@ -162,6 +169,7 @@ impl Reactor {
                 turn.woken.append(&mut readiness.writers);
             }
         }
+        self.fd_waiters.set(self.fd_waiters.get() - turn.woken.len());
         self.timers.borrow_mut().expire(Instant::now(), &mut turn.woken);
         Ok(turn)
     }
