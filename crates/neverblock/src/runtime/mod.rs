@@ -283,19 +283,19 @@ pub fn timeout<T>(duration: Duration, f: impl FnOnce() -> T) -> Result<T, Elapse
         let value = f();
         return if Instant::now() > deadline { Err(Elapsed) } else { Ok(value) };
     };
-    struct Scope(Rc<Scheduler>, Option<bool>);
+    /// Closes the scope if `f` unwinds (a panic, or the task's cancellation).
+    struct Scope(Option<Rc<Scheduler>>);
     impl Drop for Scope {
         fn drop(&mut self) {
-            if self.1.is_none() {
-                self.0.pop_deadline();
+            if let Some(s) = self.0.take() {
+                s.pop_deadline();
             }
         }
     }
     s.push_deadline(deadline);
-    let mut scope = Scope(s, None);
+    let mut scope = Scope(Some(s));
     let value = f();
-    let expired = scope.0.pop_deadline();
-    scope.1 = Some(expired);
+    let expired = scope.0.take().expect("the scope is open until here").pop_deadline();
     if expired {
         Err(Elapsed)
     } else {
