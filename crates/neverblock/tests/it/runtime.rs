@@ -48,11 +48,14 @@ fn a_yield_loop_does_not_starve_timers_or_io() {
             reader.read_exact(&mut byte).unwrap();
             d.set(d.get() + 1);
         });
+        // The sleeper is due after 5 ms and a yield costs microseconds: a few
+        // thousand spins are expected. Starved timers or I/O would spin on forever.
         let mut spins = 0u64;
-        while done.get() < 2 {
+        while done.get() < 2 && spins < 2_000_000 {
             spins += 1;
             yield_now();
         }
+        assert_eq!(done.get(), 2, "the timer and the fd were served while a fiber kept yielding");
         sleeper.join().unwrap();
         io.join().unwrap();
         spins
