@@ -55,7 +55,7 @@ pub fn wait_writable(fd: &impl AsFd) -> io::Result<()> {
 
 fn wait(fd: &impl AsFd, interest: Interest) -> io::Result<()> {
     let raw = fd.as_fd().as_raw_fd();
-    let Some(s) = scheduler::in_task() else { return crate::sys::epoll::poll_blocking(raw, interest) };
+    let Some(s) = scheduler::in_task() else { return crate::sys::epoll::poll_blocking(raw, interest, None).map(drop) };
     let mut ready = Ok(false);
     let woken = s.park_unless(|wake: Wake| {
         ready = s.reactor.poll_fd(raw, interest, wake);

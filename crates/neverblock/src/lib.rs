@@ -32,6 +32,7 @@
 
 pub mod fiber;
 pub mod io;
+pub mod net;
 mod pool;
 mod reactor;
 pub mod runtime;

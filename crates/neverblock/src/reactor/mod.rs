@@ -12,6 +12,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -39,6 +40,8 @@ struct Readiness {
 
 /// One thread's poller, timers and fd readiness.
 pub(crate) struct Reactor {
+    /// Unique in the process, so an fd can tell whether it is registered with this reactor.
+    id: u64,
     poller: Poller,
     waker: Arc<Waker>,
     timers: RefCell<TimerQueue<Wake>>,
@@ -66,7 +69,9 @@ impl Reactor {
     pub(crate) fn new() -> io::Result<Reactor> {
         let poller = Poller::new()?;
         let waker = Arc::new(Waker::new(&poller, WAKER_TOKEN)?);
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         Ok(Reactor {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             poller,
             waker,
             timers: RefCell::new(TimerQueue::new()),
@@ -104,36 +109,64 @@ impl Reactor {
         self.fd_waiters.get() > 0
     }
 
-    /// Readiness already seen for `fd` (and consumed), or `wake` queued for the next edge.
-    /// Returns true when the caller may go on without parking.
-    ///
-    /// The fd is (re-)added to the poller each time no readiness is cached: an
-    /// `EEXIST` means it is still registered; success means it is new, or a new
-    /// file under a reused number (the kernel drops closed fds from epoll by
-    /// itself), so what was cached for the number is stale and forgotten.
-    pub(crate) fn poll_fd(&self, fd: RawFd, interest: Interest, wake: Wake) -> io::Result<bool> {
-        let mut fds = self.fds.borrow_mut();
-        let cached = fds.get_mut(&fd).is_some_and(|r| {
-            let ready = if interest.readable { &mut r.readable } else { &mut r.writable };
-            std::mem::take(ready)
-        });
-        if cached {
-            return Ok(true);
-        }
+    /// This reactor's number, never 0 and never reused in the process.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Adds `fd` to the poller (both directions, edge-triggered). An `EEXIST` means
+    /// it is still registered and keeps what was cached; success means it is new,
+    /// or a new file under a reused number (the kernel drops closed fds from epoll
+    /// by itself), so what was cached for the number is stale and forgotten.
+    pub(crate) fn register(&self, fd: RawFd) -> io::Result<()> {
         match self.poller.add(fd, fd as u64, Interest::BOTH) {
             Ok(()) => {
-                // A new file under this number: what waited on the old one is forgotten.
-                if let Some(stale) = fds.insert(fd, Readiness::default()) {
+                let stale = self.fds.borrow_mut().insert(fd, Readiness::default());
+                if let Some(stale) = stale {
                     self.fd_waiters.set(self.fd_waiters.get() - stale.readers.len() - stale.writers.len());
                 }
+                Ok(())
             }
-            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {}
-            Err(e) => return Err(e),
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => Ok(()),
+            Err(e) => Err(e),
         }
+    }
+
+    /// Forgets `fd` before its owner closes it.
+    pub(crate) fn deregister(&self, fd: RawFd) {
+        self.poller.delete(fd);
+        if let Some(stale) = self.fds.borrow_mut().remove(&fd) {
+            self.fd_waiters.set(self.fd_waiters.get() - stale.readers.len() - stale.writers.len());
+        }
+    }
+
+    /// For a registered `fd`: readiness already seen (and consumed), or `wake`
+    /// queued for the next edge. Returns true when the caller may go on without parking.
+    pub(crate) fn wait_fd(&self, fd: RawFd, interest: Interest, wake: Wake) -> bool {
+        let mut fds = self.fds.borrow_mut();
         let readiness = fds.entry(fd).or_default();
-        if interest.readable { &mut readiness.readers } else { &mut readiness.writers }.push(wake);
+        let (ready, waiters) = if interest.readable {
+            (&mut readiness.readable, &mut readiness.readers)
+        } else {
+            (&mut readiness.writable, &mut readiness.writers)
+        };
+        if std::mem::take(ready) {
+            return true;
+        }
+        waiters.push(wake);
         self.fd_waiters.set(self.fd_waiters.get() + 1);
-        Ok(false)
+        false
+    }
+
+    /// For any `fd`, registered or not: [`register`](Self::register) unless
+    /// readiness is cached, then [`wait_fd`](Self::wait_fd).
+    pub(crate) fn poll_fd(&self, fd: RawFd, interest: Interest, wake: Wake) -> io::Result<bool> {
+        let cached =
+            self.fds.borrow().get(&fd).is_some_and(|r| if interest.readable { r.readable } else { r.writable });
+        if !cached {
+            self.register(fd)?;
+        }
+        Ok(self.wait_fd(fd, interest, wake))
     }
 
     /// Waits for readiness, a deadline or a remote wake (at most `timeout`, `None`

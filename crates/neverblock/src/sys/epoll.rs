@@ -100,6 +100,13 @@ impl Poller {
         self.ctl(libc::EPOLL_CTL_ADD, fd, token, interest.mask())
     }
 
+    /// Stops watching `fd`. An fd that is not registered (or already closed) is not an error:
+    /// the kernel drops a closed file from every epoll set by itself.
+    pub(crate) fn delete(&self, fd: RawFd) {
+        // The result is ignored on purpose: ENOENT/EBADF mean there is nothing left to remove.
+        let _ = self.ctl(libc::EPOLL_CTL_DEL, fd, 0, 0);
+    }
+
     /// Changes the token and interest of a registered `fd`; readiness it already has is reported again.
     fn ctl(&self, op: libc::c_int, fd: RawFd, token: u64, events: u32) -> io::Result<()> {
         let mut event = libc::epoll_event { events, u64: token };
@@ -207,8 +214,9 @@ fn timeout_ms(timeout: Duration) -> libc::c_int {
     libc::c_int::try_from(timeout.as_nanos().div_ceil(1_000_000)).unwrap_or(libc::c_int::MAX)
 }
 
-/// Blocks the thread until `fd` is ready for `interest` (blocking mode, outside a runtime).
-pub(crate) fn poll_blocking(fd: RawFd, interest: Interest) -> io::Result<()> {
+/// Blocks the thread until `fd` is ready for `interest` or `deadline` passes (blocking
+/// mode, outside a runtime). Returns false when the deadline passed first.
+pub(crate) fn poll_blocking(fd: RawFd, interest: Interest, deadline: Option<Instant>) -> io::Result<bool> {
     let mut events = 0;
     if interest.readable {
         events |= libc::POLLIN;
@@ -218,14 +226,18 @@ pub(crate) fn poll_blocking(fd: RawFd, interest: Interest) -> io::Result<()> {
     }
     let mut pollfd = libc::pollfd { fd, events, revents: 0 };
     loop {
+        let ms = deadline.map_or(-1, |d| timeout_ms(d.saturating_duration_since(Instant::now())));
         // SAFETY: `pollfd` is a valid, writable array of one element for the whole call.
-        let rc = unsafe { libc::poll(&mut pollfd, 1, -1) };
-        if rc >= 0 {
-            return Ok(());
-        }
-        let err = io::Error::last_os_error();
-        if err.kind() != io::ErrorKind::Interrupted {
-            return Err(err);
+        let rc = unsafe { libc::poll(&mut pollfd, 1, ms) };
+        match rc {
+            0 => return Ok(false),
+            1.. => return Ok(true),
+            _ => {
+                let err = io::Error::last_os_error();
+                if err.kind() != io::ErrorKind::Interrupted {
+                    return Err(err);
+                }
+            }
         }
     }
 }

@@ -4,6 +4,7 @@ mod fiber_drop;
 mod fiber_rules;
 mod fiber_values;
 mod mri;
+mod net;
 mod pool;
 mod runtime;
 mod stack;

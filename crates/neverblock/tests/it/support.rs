@@ -8,6 +8,12 @@ use std::sync::{Mutex, MutexGuard};
 
 /// Runs one of this crate's examples, building it first if this test run did not.
 pub(crate) fn run_example(name: &str, args: &[&str]) -> Output {
+    let path = example_path(name);
+    Command::new(&path).args(args).output().unwrap_or_else(|e| panic!("run {}: {e}", path.display()))
+}
+
+/// The path of one of this crate's examples, built first if this test run did not.
+pub(crate) fn example_path(name: &str) -> PathBuf {
     let test_exe = std::env::current_exe().expect("test binary path");
     let profile_dir = test_exe.parent().and_then(|deps| deps.parent()).expect("target dir");
     let path: PathBuf = profile_dir.join("examples").join(name);
@@ -21,7 +27,7 @@ pub(crate) fn run_example(name: &str, args: &[&str]) -> Output {
         }
         assert!(build.status().expect("run cargo").success(), "building example {name}");
     }
-    Command::new(&path).args(args).output().unwrap_or_else(|e| panic!("run {}: {e}", path.display()))
+    path
 }
 
 /// How many mappings this process holds.

@@ -1,0 +1,45 @@
+//! Sockets that never block the thread: TCP, UDP and Unix-domain, with the API of
+//! their std counterparts.
+//!
+//! Inside a fiber, an operation that would block parks the fiber on the event
+//! loop and the thread runs other fibers; outside a runtime the same calls block
+//! the thread, as std's do (blocking mode). The streams implement [`std::io::Read`]
+//! and [`std::io::Write`], so `BufReader`, `BufWriter`, TLS libraries and any code
+//! generic over them run concurrently unchanged. Host names are resolved on the
+//! blocking pool ([`ToSocketAddrs`]); timeouts are timers, never threads.
+//!
+//! # Examples
+//!
+//! ```
+//! use std::io::{BufRead, BufReader, Write};
+//! use neverblock::net::{TcpListener, TcpStream};
+//!
+//! neverblock::run(|| {
+//!     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+//!     let addr = listener.local_addr().unwrap();
+//!     neverblock::spawn(move || {
+//!         let (conn, _) = listener.accept().unwrap();
+//!         let mut line = String::new();
+//!         BufReader::new(&conn).read_line(&mut line).unwrap();
+//!         (&conn).write_all(line.to_uppercase().as_bytes()).unwrap();
+//!     });
+//!     let mut conn = TcpStream::connect(addr).unwrap();
+//!     conn.write_all(b"shout\n").unwrap();
+//!     let mut reply = String::new();
+//!     BufReader::new(conn).read_line(&mut reply).unwrap();
+//!     assert_eq!(reply, "SHOUT\n");
+//! });
+//! ```
+
+mod addr;
+mod nonblocking;
+mod serve;
+mod tcp;
+mod udp;
+mod unix;
+
+pub use addr::ToSocketAddrs;
+pub use serve::serve;
+pub use tcp::{TcpListener, TcpStream};
+pub use udp::UdpSocket;
+pub use unix::{UnixListener, UnixStream};

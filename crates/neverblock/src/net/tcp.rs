@@ -1,0 +1,395 @@
+//! TCP streams and listeners that park the fiber, not the thread.
+
+use std::io::{self, IoSlice, IoSliceMut, Read, Write};
+use std::net::{Shutdown, SocketAddr};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::time::Duration;
+
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+
+use super::addr::{each_addr, ToSocketAddrs};
+use super::nonblocking::NonBlocking;
+
+/// How many connections may wait to be accepted; the kernel caps it at `net.core.somaxconn`.
+const BACKLOG: i32 = 4096;
+
+/// A TCP connection, like [`std::net::TcpStream`]: reads and writes park the
+/// calling fiber until the socket is ready (outside a runtime they block the
+/// thread, as std's do). Implements [`Read`] and [`Write`], also through `&TcpStream`,
+/// so one fiber can read while another writes.
+///
+/// # Examples
+///
+/// ```
+/// use std::io::{Read, Write};
+/// use neverblock::net::{TcpListener, TcpStream};
+///
+/// neverblock::run(|| {
+///     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+///     let addr = listener.local_addr().unwrap();
+///     let server = neverblock::spawn(move || {
+///         let (mut conn, _) = listener.accept().unwrap();
+///         let mut buf = [0; 5];
+///         conn.read_exact(&mut buf).unwrap();
+///         conn.write_all(&buf).unwrap();
+///     });
+///     let mut client = TcpStream::connect(addr).unwrap();
+///     client.write_all(b"hello").unwrap();
+///     let mut echo = String::new();
+///     client.read_to_string(&mut echo).unwrap();
+///     assert_eq!(echo, "hello");
+///     server.join().unwrap();
+/// });
+/// ```
+#[derive(Debug)]
+pub struct TcpStream {
+    io: NonBlocking<std::net::TcpStream>,
+}
+
+impl TcpStream {
+    /// Connects to the first address of `addr` that accepts (a host name is
+    /// resolved on the blocking pool).
+    ///
+    /// # Errors
+    ///
+    /// The resolver's error, or the last address's connect error (`ConnectionRefused`, …).
+    pub fn connect(addr: impl ToSocketAddrs) -> io::Result<TcpStream> {
+        each_addr(&addr, |a| TcpStream::connect_addr(a, None))
+    }
+
+    /// Connects to `addr`, giving up with `TimedOut` after `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// `TimedOut`, or the connect error; `InvalidInput` for a zero timeout.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use neverblock::net::{TcpListener, TcpStream};
+    ///
+    /// let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    /// let addr = listener.local_addr().unwrap();
+    /// let conn = neverblock::run(move || TcpStream::connect_timeout(&addr, Duration::from_secs(1)));
+    /// assert_eq!(conn.unwrap().peer_addr().unwrap(), addr);
+    /// ```
+    pub fn connect_timeout(addr: &SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
+        if timeout.is_zero() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "cannot connect with a 0 duration timeout"));
+        }
+        TcpStream::connect_addr(addr, Some(timeout))
+    }
+
+    fn connect_addr(addr: &SocketAddr, timeout: Option<Duration>) -> io::Result<TcpStream> {
+        let socket = Socket::new(Domain::for_address(*addr), Type::STREAM.nonblocking(), Some(Protocol::TCP))?;
+        let pending = match socket.connect(&SockAddr::from(*addr)) {
+            Ok(()) => false,
+            Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => true,
+            Err(e) => return Err(e),
+        };
+        let stream = TcpStream { io: NonBlocking::new(std::net::TcpStream::from(socket)) };
+        if pending {
+            stream.io.wait_writable(timeout).map_err(|e| match e.kind() {
+                io::ErrorKind::TimedOut => {
+                    io::Error::new(io::ErrorKind::TimedOut, format!("connect to {addr} timed out"))
+                }
+                _ => e,
+            })?;
+            if let Some(e) = stream.take_error()? {
+                return Err(e);
+            }
+        }
+        Ok(stream)
+    }
+
+    /// Wraps a std stream, switching it to non-blocking mode.
+    ///
+    /// # Errors
+    ///
+    /// If the mode cannot be set.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    /// let std_stream = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    /// let stream = neverblock::net::TcpStream::from_std(std_stream).unwrap();
+    /// let back: std::net::TcpStream = stream.into_std().unwrap();
+    /// assert!(back.peer_addr().is_ok());
+    /// ```
+    pub fn from_std(stream: std::net::TcpStream) -> io::Result<TcpStream> {
+        stream.set_nonblocking(true)?;
+        Ok(TcpStream { io: NonBlocking::new(stream) })
+    }
+
+    /// Gives back the std stream, in blocking mode again; timeouts set here do not carry over.
+    ///
+    /// # Errors
+    ///
+    /// If the mode cannot be set.
+    pub fn into_std(self) -> io::Result<std::net::TcpStream> {
+        let stream = self.io.into_inner();
+        stream.set_nonblocking(false)?;
+        Ok(stream)
+    }
+
+    /// The remote address.
+    ///
+    /// # Errors
+    ///
+    /// `NotConnected`, or the system call's error.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        self.io.get_ref().peer_addr()
+    }
+
+    /// The local address.
+    ///
+    /// # Errors
+    ///
+    /// The system call's error.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.io.get_ref().local_addr()
+    }
+
+    /// Shuts down the read half, the write half, or both.
+    ///
+    /// # Errors
+    ///
+    /// The system call's error (`NotConnected`, …).
+    pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        self.io.get_ref().shutdown(how)
+    }
+
+    /// Turns Nagle's algorithm off (`true`) or on.
+    ///
+    /// # Errors
+    ///
+    /// The system call's error.
+    pub fn set_nodelay(&self, nodelay: bool) -> io::Result<()> {
+        self.io.get_ref().set_nodelay(nodelay)
+    }
+
+    /// Whether Nagle's algorithm is off.
+    ///
+    /// # Errors
+    ///
+    /// The system call's error.
+    pub fn nodelay(&self) -> io::Result<bool> {
+        self.io.get_ref().nodelay()
+    }
+
+    /// Makes each read that waits longer than `timeout` fail with `TimedOut` (`None`: wait forever).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for a zero duration, as std.
+    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.io.set_read_timeout(timeout)
+    }
+
+    /// The read timeout.
+    ///
+    /// # Errors
+    ///
+    /// Never; a `Result` as in std.
+    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
+        Ok(self.io.read_timeout())
+    }
+
+    /// Makes each write that waits longer than `timeout` fail with `TimedOut` (`None`: wait forever).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for a zero duration, as std.
+    pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.io.set_write_timeout(timeout)
+    }
+
+    /// The write timeout.
+    ///
+    /// # Errors
+    ///
+    /// Never; a `Result` as in std.
+    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
+        Ok(self.io.write_timeout())
+    }
+
+    /// Reads without consuming, parking until at least one byte (or EOF) is there.
+    ///
+    /// # Errors
+    ///
+    /// As [`Read::read`].
+    pub fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.io.read_with(|s| s.peek(buf))
+    }
+
+    /// The pending socket error (`SO_ERROR`), cleared by reading it.
+    ///
+    /// # Errors
+    ///
+    /// The system call's error.
+    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
+        self.io.get_ref().take_error()
+    }
+}
+
+impl Read for &TcpStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.io.read_with(|mut s| s.read(buf))
+    }
+
+    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+        self.io.read_with(|mut s| s.read_vectored(bufs))
+    }
+}
+
+impl Write for &TcpStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.io.write_with(|mut s| s.write(buf))
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.io.write_with(|mut s| s.write_vectored(bufs))
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Read for TcpStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        (&*self).read(buf)
+    }
+
+    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+        (&*self).read_vectored(bufs)
+    }
+}
+
+impl Write for TcpStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        (&*self).write(buf)
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        (&*self).write_vectored(bufs)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl AsFd for TcpStream {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.io.get_ref().as_fd()
+    }
+}
+
+impl AsRawFd for TcpStream {
+    fn as_raw_fd(&self) -> RawFd {
+        self.io.get_ref().as_raw_fd()
+    }
+}
+
+/// A TCP listening socket, like [`std::net::TcpListener`]; `accept` parks the
+/// calling fiber until a connection arrives. Bound with `SO_REUSEADDR` and a
+/// backlog of 4096 (capped by `net.core.somaxconn`).
+///
+/// For a server loop that survives running out of file descriptors, see
+/// [`serve`](super::serve).
+///
+/// # Examples
+///
+/// ```
+/// use neverblock::net::{TcpListener, TcpStream};
+///
+/// neverblock::run(|| {
+///     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+///     let addr = listener.local_addr().unwrap();
+///     let client = neverblock::spawn(move || TcpStream::connect(addr).unwrap().local_addr().unwrap());
+///     let (_conn, peer) = listener.accept().unwrap();
+///     assert_eq!(peer, client.join().unwrap());
+/// });
+/// ```
+#[derive(Debug)]
+pub struct TcpListener {
+    io: NonBlocking<std::net::TcpListener>,
+}
+
+impl TcpListener {
+    /// Binds to the first address of `addr` that can be bound.
+    ///
+    /// # Errors
+    ///
+    /// The resolver's error, or the last address's bind error (`AddrInUse`, …).
+    pub fn bind(addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
+        each_addr(&addr, |a| {
+            let socket = Socket::new(Domain::for_address(*a), Type::STREAM.nonblocking(), Some(Protocol::TCP))?;
+            socket.set_reuse_address(true)?;
+            socket.bind(&SockAddr::from(*a))?;
+            socket.listen(BACKLOG)?;
+            Ok(TcpListener { io: NonBlocking::new(socket.into()) })
+        })
+    }
+
+    /// Waits for a connection. The stream is non-blocking like every stream here.
+    ///
+    /// # Errors
+    ///
+    /// The system call's error. `EMFILE`/`ENFILE` (out of file descriptors) leave
+    /// the connection waiting in the backlog: call again later, as [`serve`](super::serve) does.
+    pub fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
+        let (stream, addr) = self.io.read_with(|l| l.accept())?;
+        Ok((TcpStream::from_std(stream)?, addr))
+    }
+
+    /// Accepted connections, forever (each `accept` in turn).
+    pub fn incoming(&self) -> impl Iterator<Item = io::Result<TcpStream>> + '_ {
+        std::iter::repeat_with(|| self.accept().map(|(s, _)| s))
+    }
+
+    /// The bound address (with the port the system picked, for port 0).
+    ///
+    /// # Errors
+    ///
+    /// The system call's error.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.io.get_ref().local_addr()
+    }
+
+    /// Wraps a std listener, switching it to non-blocking mode.
+    ///
+    /// # Errors
+    ///
+    /// If the mode cannot be set.
+    pub fn from_std(listener: std::net::TcpListener) -> io::Result<TcpListener> {
+        listener.set_nonblocking(true)?;
+        Ok(TcpListener { io: NonBlocking::new(listener) })
+    }
+
+    /// Gives back the std listener, in blocking mode again.
+    ///
+    /// # Errors
+    ///
+    /// If the mode cannot be set.
+    pub fn into_std(self) -> io::Result<std::net::TcpListener> {
+        let listener = self.io.into_inner();
+        listener.set_nonblocking(false)?;
+        Ok(listener)
+    }
+}
+
+impl AsFd for TcpListener {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.io.get_ref().as_fd()
+    }
+}
+
+impl AsRawFd for TcpListener {
+    fn as_raw_fd(&self) -> RawFd {
+        self.io.get_ref().as_raw_fd()
+    }
+}

@@ -1,0 +1,323 @@
+//! Sockets: many connections, partial reads and writes, each timeout, fd exhaustion, blocking mode.
+
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::net::Shutdown;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use neverblock::net::{TcpListener, TcpStream, ToSocketAddrs, UdpSocket, UnixListener, UnixStream};
+use neverblock::{run, spawn};
+
+/// The process's soft open-files limit, from /proc (no unsafe `getrlimit` needed).
+fn open_files_limit() -> usize {
+    let limits = std::fs::read_to_string("/proc/self/limits").expect("read /proc/self/limits");
+    let line = limits.lines().find(|l| l.starts_with("Max open files")).expect("an open-files line");
+    line.split_whitespace().nth(3).and_then(|n| n.parse().ok()).unwrap_or(1024)
+}
+
+#[test]
+fn an_echo_server_holds_thousands_of_concurrent_connections() {
+    // Both ends live in this process: two fds per connection, and room for the other tests.
+    let clients = 4000.min(open_files_limit().saturating_sub(1000) / 2);
+    assert!(clients >= 500, "the open-files limit ({}) is too low for this test", open_files_limit());
+    let echoed = run(move || {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = spawn(move || {
+            for _ in 0..clients {
+                let (conn, _) = listener.accept().unwrap();
+                spawn(move || {
+                    let mut line = String::new();
+                    BufReader::new(&conn).read_line(&mut line).unwrap();
+                    (&conn).write_all(line.as_bytes()).unwrap();
+                });
+            }
+        });
+        // Every client connects and sends before any reads: all are open at once.
+        let conns: Vec<_> = (0..clients)
+            .map(|i| {
+                let mut conn = TcpStream::connect(addr).unwrap();
+                conn.write_all(format!("client {i}\n").as_bytes()).unwrap();
+                conn
+            })
+            .collect();
+        let readers: Vec<_> = conns
+            .into_iter()
+            .enumerate()
+            .map(|(i, conn)| {
+                spawn(move || {
+                    let mut line = String::new();
+                    BufReader::new(conn).read_line(&mut line).unwrap();
+                    line == format!("client {i}\n")
+                })
+            })
+            .collect();
+        server.join().unwrap();
+        readers.into_iter().map(|r| r.join().unwrap()).filter(|&ok| ok).count()
+    });
+    assert_eq!(echoed, clients);
+}
+
+#[test]
+fn a_large_write_parks_until_a_slow_reader_drains_it() {
+    const LEN: usize = 8 << 20;
+    let received = run(|| {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let reader = spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 1000];
+            let mut got = Vec::with_capacity(LEN);
+            loop {
+                // Small reads, yielding between them: the writer fills the socket and must wait.
+                let n = conn.read(&mut buf[..700]).unwrap();
+                if n == 0 {
+                    break got;
+                }
+                got.extend_from_slice(&buf[..n]);
+                neverblock::yield_now();
+            }
+        });
+        let payload: Vec<u8> = (0..LEN).map(|i| (i % 251) as u8).collect();
+        let mut conn = TcpStream::connect(addr).unwrap();
+        conn.write_all(&payload).unwrap();
+        conn.shutdown(Shutdown::Write).unwrap();
+        (reader.join().unwrap(), payload)
+    });
+    assert!(received.0 == received.1, "the bytes arrived intact and in order");
+}
+
+#[test]
+fn a_read_timeout_fails_the_read_and_other_fibers_run_meanwhile() {
+    let (kind, waited, ticks) = run(|| {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let conn = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let _server_side = listener.accept().unwrap();
+        conn.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+        assert_eq!(conn.read_timeout().unwrap(), Some(Duration::from_millis(50)));
+        let ticker = spawn(|| {
+            let mut ticks = 0;
+            for _ in 0..5 {
+                neverblock::sleep(Duration::from_millis(5));
+                ticks += 1;
+            }
+            ticks
+        });
+        let start = Instant::now();
+        let err = (&conn).read(&mut [0; 8]).unwrap_err();
+        (err.kind(), start.elapsed(), ticker.join().unwrap())
+    });
+    assert_eq!(kind, ErrorKind::TimedOut);
+    assert!(waited >= Duration::from_millis(50), "waited only {waited:?}");
+    assert_eq!(ticks, 5, "the thread ran the other fiber while the read waited");
+}
+
+#[test]
+fn a_write_timeout_fails_when_the_peer_stops_reading() {
+    let (kind, sent) = run(|| {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut conn = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let _never_read = listener.accept().unwrap();
+        conn.set_write_timeout(Some(Duration::from_millis(50))).unwrap();
+        let chunk = vec![7u8; 1 << 16];
+        let mut sent = 0usize;
+        loop {
+            match conn.write(&chunk) {
+                Ok(n) => sent += n,
+                Err(e) => break (e.kind(), sent),
+            }
+        }
+    });
+    assert_eq!(kind, ErrorKind::TimedOut);
+    assert!(sent > 0, "the socket buffers took some bytes before the timeout");
+}
+
+#[test]
+fn connect_timeout_gives_up_on_a_listener_that_never_accepts() {
+    // A backlog of 0 that is already full: the kernel drops further SYNs, so connects hang.
+    let listener = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    listener.bind(&"127.0.0.1:0".parse::<std::net::SocketAddr>().unwrap().into()).unwrap();
+    listener.listen(0).unwrap();
+    let addr = listener.local_addr().unwrap().as_socket().unwrap();
+    let result = run(move || {
+        let mut held = Vec::new();
+        let start = Instant::now();
+        loop {
+            match TcpStream::connect_timeout(&addr, Duration::from_millis(100)) {
+                Ok(conn) => held.push(conn),
+                Err(e) => break (e.kind(), e.to_string(), start.elapsed(), held.len()),
+            }
+            assert!(held.len() < 64, "connects kept succeeding past any backlog");
+        }
+    });
+    assert_eq!(result.0, ErrorKind::TimedOut, "{}", result.1);
+    assert!(result.1.contains("timed out"), "{}", result.1);
+    assert!(result.2 >= Duration::from_millis(100));
+}
+
+#[test]
+fn connecting_to_a_closed_port_is_refused() {
+    let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let err = run(move || TcpStream::connect(addr).unwrap_err());
+    assert_eq!(err.kind(), ErrorKind::ConnectionRefused);
+}
+
+#[test]
+fn host_names_resolve_on_the_blocking_pool() {
+    let (addrs, conn_peer, listen_addr) = run(|| {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let addrs = ("localhost", port).resolve().unwrap();
+        let conn = TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
+        (addrs, conn.peer_addr().unwrap(), listener.local_addr().unwrap())
+    });
+    assert!(!addrs.is_empty() && addrs.iter().all(|a| a.ip().is_loopback() && a.port() == listen_addr.port()));
+    assert_eq!(conn_peer, listen_addr);
+}
+
+#[test]
+fn outside_a_runtime_sockets_block_the_thread_like_std() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let peer = std::thread::spawn(move || {
+        let mut conn = std::net::TcpStream::connect(addr).unwrap();
+        neverblock::sleep(Duration::from_millis(20));
+        conn.write_all(b"late").unwrap();
+    });
+    let (mut conn, _) = listener.accept().unwrap();
+    let mut buf = [0; 4];
+    conn.read_exact(&mut buf).unwrap();
+    assert_eq!(&buf, b"late");
+    peer.join().unwrap();
+    conn.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+    assert_eq!(conn.read(&mut buf).unwrap(), 0, "EOF after the peer closed");
+    assert_eq!(conn.set_read_timeout(Some(Duration::ZERO)).unwrap_err().kind(), ErrorKind::InvalidInput);
+}
+
+#[test]
+fn std_streams_convert_both_ways() {
+    let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = std_listener.local_addr().unwrap();
+    let echoed = run(move || {
+        let listener = TcpListener::from_std(std_listener).unwrap();
+        let server = spawn(move || {
+            let (conn, _) = listener.accept().unwrap();
+            let mut std_conn = conn.into_std().unwrap();
+            let mut buf = [0; 3];
+            std_conn.read_exact(&mut buf).unwrap();
+            std_conn.write_all(&buf).unwrap();
+        });
+        let conn = TcpStream::from_std(std::net::TcpStream::connect(addr).unwrap()).unwrap();
+        conn.set_nodelay(true).unwrap();
+        assert!(conn.nodelay().unwrap());
+        (&conn).write_all(b"abc").unwrap();
+        let mut reply = [0; 3];
+        (&conn).read_exact(&mut reply).unwrap();
+        server.join().unwrap();
+        reply
+    });
+    assert_eq!(&echoed, b"abc");
+}
+
+#[test]
+fn udp_datagrams_round_trip_and_receives_time_out() {
+    let (reply, timeout_kind) = run(|| {
+        let server = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let server_addr = server.local_addr().unwrap();
+        let echo = spawn(move || {
+            let mut buf = [0; 64];
+            let (n, from) = server.recv_from(&mut buf).unwrap();
+            server.send_to(&buf[..n], from).unwrap();
+        });
+        let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+        client.connect(server_addr).unwrap();
+        client.send(b"marco").unwrap();
+        let mut buf = [0; 64];
+        let n = client.recv(&mut buf).unwrap();
+        echo.join().unwrap();
+        client.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+        (buf[..n].to_vec(), client.recv(&mut buf).unwrap_err().kind())
+    });
+    assert_eq!(reply, b"marco");
+    assert_eq!(timeout_kind, ErrorKind::TimedOut);
+}
+
+#[test]
+fn unix_streams_connect_accept_and_stream() {
+    let dir = std::env::temp_dir().join(format!("neverblock-net-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("echo.sock");
+    let p = path.clone();
+    let total = run(move || {
+        let listener = UnixListener::bind(&p).unwrap();
+        let server = spawn(move || {
+            let mut served = 0;
+            for _ in 0..50 {
+                let (conn, _) = listener.accept().unwrap();
+                served += spawn(move || std::io::copy(&mut (&conn).take(1 << 20), &mut &conn).unwrap()).join().unwrap();
+            }
+            served
+        });
+        let clients: Vec<_> = (0..50)
+            .map(|_| {
+                let p = p.clone();
+                spawn(move || {
+                    let conn = UnixStream::connect(&p).unwrap();
+                    (&conn).write_all(&[1u8; 1000]).unwrap();
+                    conn.shutdown(Shutdown::Write).unwrap();
+                    let mut back = Vec::new();
+                    (&conn).read_to_end(&mut back).unwrap();
+                    back.len()
+                })
+            })
+            .collect();
+        let echoed: usize = clients.into_iter().map(|c| c.join().unwrap()).sum();
+        assert_eq!(server.join().unwrap(), 50_000);
+        echoed
+    });
+    std::fs::remove_dir_all(dir).unwrap();
+    assert_eq!(total, 50_000);
+}
+
+#[test]
+fn serve_survives_running_out_of_file_descriptors() {
+    const LIMIT: usize = 40;
+    const CLIENTS: usize = 100;
+    let example = crate::support::example_path("fd_limit_server");
+    let mut server = Command::new("sh")
+        .arg("-c")
+        .arg(format!("ulimit -n {LIMIT} && exec \"$0\""))
+        .arg(&example)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the example under a low fd limit");
+    let mut stderr = BufReader::new(server.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let port: u16 =
+        line.trim().strip_prefix("port ").and_then(|p| p.parse().ok()).expect("the example prints its port");
+    // More connections than the server has fds: the first ones are accepted, the rest wait.
+    let mut conns: Vec<_> = (0..CLIENTS)
+        .map(|i| {
+            let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+            conn.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            conn.write_all(format!("{i}\n").as_bytes()).unwrap();
+            conn
+        })
+        .collect();
+    let mut answered = 0;
+    // Read each reply, then close that connection: its fd frees a place for a waiting one.
+    for (i, conn) in conns.drain(..).enumerate() {
+        let mut reply = String::new();
+        BufReader::new(&conn).read_line(&mut reply).unwrap();
+        assert_eq!(reply, format!("{i}\n"));
+        answered += 1;
+    }
+    server.kill().unwrap();
+    server.wait().unwrap();
+    let mut log = String::new();
+    stderr.read_to_string(&mut log).unwrap();
+    assert_eq!(answered, CLIENTS);
+    assert!(log.contains("accept failed: Too many open files"), "the exhaustion was reported: {log}");
+    assert!(log.contains("accepting again"), "the recovery was reported: {log}");
+}
