@@ -1,11 +1,14 @@
 //! The `neverblock` command: benchmarks that reproduce the published experiments
-//! side by side with their peers (`serve`, `get` and `delay-server` come with the
-//! I/O stack).
+//! side by side with their peers, a load client (`get`) and the experiments'
+//! backend (`delay-server`).
 
 #![forbid(unsafe_code)]
 #![allow(clippy::print_stdout)] // a command-line tool prints its results
 
 mod bench;
+mod delay_server;
+mod get;
+mod load;
 
 use clap::{Parser, Subcommand};
 
@@ -23,10 +26,16 @@ enum Command {
         #[command(subcommand)]
         bench: bench::Bench,
     },
+    /// Answer every HTTP request `200 OK` after a delay (the experiments' backend).
+    DelayServer(delay_server::DelayServerArgs),
+    /// GET a URL many times at once and report requests/s, latencies and errors.
+    Get(get::GetArgs),
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Bench { bench } => bench.run(),
+        Command::DelayServer(args) => delay_server::run(args),
+        Command::Get(args) => get::run(args),
     }
 }

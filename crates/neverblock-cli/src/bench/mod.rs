@@ -1,5 +1,6 @@
 //! `neverblock bench …`: the experiments of SYSTEM.md, each against its peers in one run.
 
+mod delay_client;
 mod fiber_chain;
 mod fiber_switch;
 mod peers;
@@ -24,6 +25,8 @@ pub(crate) enum Bench {
     ChannelPingPong(runtime::PingPongArgs),
     /// A million fibers asleep at once: memory each, and time to wake them all (vs goroutines).
     Sleepers(runtime::SleepersArgs),
+    /// SYSTEM.md §2 delay_client: 1000 GETs against a server that answers after D ms.
+    DelayClient(delay_client::DelayClientArgs),
     /// Every benchmark but `sleepers` (a million fibers, ~30 s) and `fiber-chain --max`, with defaults.
     All(Common),
 }
@@ -47,6 +50,7 @@ impl Bench {
             Bench::SpawnJoin(args) => runtime::spawn_join(args),
             Bench::ChannelPingPong(args) => runtime::ping_pong(args),
             Bench::Sleepers(args) => runtime::sleepers(args),
+            Bench::DelayClient(args) => delay_client::run(args),
             Bench::All(common) => {
                 fiber_chain::run(fiber_chain::ChainArgs::defaults(common.clone()))?;
                 fiber_switch::run(fiber_switch::SwitchArgs::defaults(common.clone()))?;

@@ -1,4 +1,4 @@
-//! Peer programs (MRI Ruby, Go) run in the same invocation, each skipped with a
+//! Peer programs (MRI Ruby, Go, Python gevent) run in the same invocation, each skipped with a
 //! note when its runtime is not installed. Their sources live in `peers/` at the
 //! repository root and are compiled into this binary, so `--peers` works anywhere.
 
@@ -11,6 +11,9 @@ use super::Row;
 const RUBY_FIBER_CHAIN: &str = include_str!("../../../../peers/ruby/fiber_chain.rb");
 const RUBY_FIBER_SWITCH: &str = include_str!("../../../../peers/ruby/fiber_switch.rb");
 const GO_FIBERBENCH: &str = include_str!("../../../../peers/go/fiberbench/main.go");
+const GO_DELAY_CLIENT: &str = include_str!("../../../../peers/go/delayclient/main.go");
+const RUBY_DELAY_CLIENT: &str = include_str!("../../../../peers/ruby/delay_client.rb");
+const PYTHON_DELAY_CLIENT: &str = include_str!("../../../../peers/python/delay_client.py");
 
 /// Runs every installed peer of `bench` with `params` (`--name value` flags) and returns their rows.
 pub(crate) fn run(bench: &str, params: &[(&str, String)]) -> Vec<Row> {
@@ -46,6 +49,58 @@ pub(crate) fn run_go(bench: &str, params: &[(&str, String)]) -> Vec<Row> {
     }
 }
 
+/// The delay-client peers that are installed, each run against `url` with `requests`
+/// GETs: (name, ok, errors, seconds) per peer.
+pub(crate) fn delay_client(url: &str, requests: usize) -> Vec<(String, usize, usize, f64)> {
+    let n = requests.to_string();
+    let mut commands = Vec::new();
+    match go_build("delayclient", GO_DELAY_CLIENT) {
+        Some(binary) => commands.push(("go-goroutines", Command::new(binary))),
+        None => eprintln!("note: go peer skipped: `go` is not installed or the peer did not build"),
+    }
+    match installed("ruby", "--version") {
+        true => {
+            let mut ruby = Command::new("ruby");
+            ruby.arg(write_source("delay_client.rb", RUBY_DELAY_CLIENT));
+            commands.push(("ruby-threads", ruby));
+        }
+        false => eprintln!("note: ruby peer skipped: `ruby` is not installed (apt-get install ruby)"),
+    }
+    match Command::new("python3").args(["-c", "import gevent"]).output().is_ok_and(|o| o.status.success()) {
+        true => {
+            let mut python = Command::new("python3");
+            python.arg(write_source("delay_client.py", PYTHON_DELAY_CLIENT));
+            commands.push(("python-gevent", python));
+        }
+        false => {
+            eprintln!("note: python gevent peer skipped: `python3 -c 'import gevent'` failed (pip install gevent)")
+        }
+    }
+    let mut results = Vec::new();
+    for (name, mut command) in commands {
+        let out = match command.args([url, &n]).output() {
+            Ok(out) if out.status.success() => out,
+            Ok(out) => {
+                eprintln!("note: {name} peer failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim());
+                continue;
+            }
+            Err(e) => {
+                eprintln!("note: {name} peer could not start: {e}");
+                continue;
+            }
+        };
+        let parsed: Option<serde_json::Value> = serde_json::from_slice(&out.stdout).ok();
+        let field = |k: &str| parsed.as_ref().and_then(|v| v.get(k)).and_then(serde_json::Value::as_f64);
+        match (field("ok"), field("errors"), field("seconds")) {
+            (Some(ok), Some(errors), Some(seconds)) => {
+                results.push((name.to_owned(), ok as usize, errors as usize, seconds));
+            }
+            _ => eprintln!("note: {name} peer printed no result: {}", String::from_utf8_lossy(&out.stdout).trim()),
+        }
+    }
+    results
+}
+
 fn installed(program: &str, version_flag: &str) -> bool {
     Command::new(program).arg(version_flag).output().is_ok_and(|o| o.status.success())
 }
@@ -63,26 +118,27 @@ fn write_source(name: &str, source: &str) -> PathBuf {
     path
 }
 
-/// Builds the Go peer once per process.
+/// Builds the Go fiber-benchmark peer once per process.
 fn go_binary() -> Option<&'static PathBuf> {
     static BINARY: OnceLock<Option<PathBuf>> = OnceLock::new();
-    BINARY
-        .get_or_init(|| {
-            if !installed("go", "version") {
-                return None;
-            }
-            let source = write_source("fiberbench.go", GO_FIBERBENCH);
-            let binary = work_dir().join("fiberbench");
-            let built = Command::new("go")
-                .args(["build", "-o"])
-                .arg(&binary)
-                .arg(&source)
-                .env("GO111MODULE", "off")
-                .status()
-                .is_ok_and(|s| s.success());
-            built.then_some(binary)
-        })
-        .as_ref()
+    BINARY.get_or_init(|| go_build("fiberbench", GO_FIBERBENCH)).as_ref()
+}
+
+/// Builds a single-file Go program, or `None` when Go is missing or the build fails.
+fn go_build(name: &str, source: &str) -> Option<PathBuf> {
+    if !installed("go", "version") {
+        return None;
+    }
+    let source = write_source(&format!("{name}.go"), source);
+    let binary = work_dir().join(name);
+    let built = Command::new("go")
+        .args(["build", "-o"])
+        .arg(&binary)
+        .arg(&source)
+        .env("GO111MODULE", "off")
+        .status()
+        .is_ok_and(|s| s.success());
+    built.then_some(binary)
 }
 
 /// Runs one peer and parses the JSON rows it prints.

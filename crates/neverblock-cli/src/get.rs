@@ -1,0 +1,78 @@
+//! `neverblock get`: a load client (like `ab` or `wrk`, closed loop) on fibers.
+
+use std::time::Duration;
+
+use clap::Args;
+use serde_json::json;
+
+use crate::load::{self, Load};
+
+/// Options of `neverblock get`.
+#[derive(Args, Debug)]
+pub(crate) struct GetArgs {
+    /// The URL to GET.
+    url: String,
+    /// How many requests in all.
+    #[arg(short = 'n', long, default_value_t = 1000)]
+    requests: usize,
+    /// How many at once (one fiber each).
+    #[arg(short = 'c', long, default_value_t = 100)]
+    concurrency: usize,
+    /// Reuse connections (otherwise each request opens and closes its own).
+    #[arg(long)]
+    keepalive: bool,
+    /// Runtime threads (default: one per core).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Connect and read timeout per request.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+    /// Print one JSON object instead of the report.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) fn run(args: GetArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(args.concurrency > 0 && args.requests > 0, "-n and -c must be at least 1");
+    let outcome = load::run(Load {
+        url: args.url.clone(),
+        requests: args.requests,
+        concurrency: args.concurrency,
+        keepalive: args.keepalive,
+        threads: args.threads.unwrap_or_else(neverblock::runtime::available_threads),
+        timeout: args.timeout,
+        progress: !args.json,
+    })?;
+    let ms = |p: f64| outcome.percentile(p).map(|d| d.as_secs_f64() * 1e3);
+    if args.json {
+        let row = json!({
+            "url": args.url, "requests": args.requests, "concurrency": args.concurrency, "keepalive": args.keepalive,
+            "ok": outcome.ok(), "errors": outcome.errors, "seconds": outcome.elapsed.as_secs_f64(),
+            "requests_per_s": outcome.rate(),
+            "latency_ms": {"p50": ms(50.0), "p90": ms(90.0), "p99": ms(99.0), "max": ms(100.0)},
+        });
+        println!("{row}");
+        return Ok(());
+    }
+    eprintln!();
+    println!(
+        "{} requests, {} at once, {}",
+        args.requests,
+        args.concurrency,
+        if args.keepalive { "keep-alive" } else { "a connection each" }
+    );
+    println!("  ok:          {}", outcome.ok());
+    println!("  errors:      {}", outcome.failed());
+    for (kind, count) in &outcome.errors {
+        println!("    {kind}: {count}");
+    }
+    println!("  time:        {:.3} s", outcome.elapsed.as_secs_f64());
+    println!("  requests/s:  {:.0}", outcome.rate());
+    for (name, p) in [("p50", 50.0), ("p90", 90.0), ("p99", 99.0), ("max", 100.0)] {
+        if let Some(v) = ms(p) {
+            println!("  latency {name}: {v:.2} ms");
+        }
+    }
+    anyhow::ensure!(outcome.ok() > 0, "no request succeeded");
+    Ok(())
+}

@@ -1,0 +1,412 @@
+//! The client: requests, redirects, timeouts and the stale-connection retry.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rustls::ClientConfig;
+use url::{Position, Url};
+
+use super::conn::{tls_config, Conn, Origin};
+use super::error::{Error, ErrorKind};
+use super::pool::Pool;
+use super::wire::{self, BufferedConn, Limits, WireError};
+use super::{Request, Response};
+
+/// An HTTP/1.1 client with a keep-alive pool; cheap to clone (clones share the
+/// pool) and usable from any fiber or thread.
+///
+/// Requests read like blocking code: inside a fiber each waits by parking the
+/// fiber, so many fibers' requests are in flight at once on one thread;
+/// outside a runtime they block the thread.
+///
+/// # Examples
+///
+/// ```
+/// use std::io::{Read, Write};
+/// use neverblock_http::Client;
+/// use neverblock::net::TcpListener;
+///
+/// neverblock::run(|| {
+///     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+///     let url = format!("http://{}/hello", listener.local_addr().unwrap());
+///     neverblock::spawn(move || {
+///         let (mut conn, _) = listener.accept().unwrap();
+///         let mut head = [0; 1024];
+///         let _ = conn.read(&mut head).unwrap();
+///         conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello").unwrap();
+///     });
+///     let response = Client::new().get(&url).unwrap();
+///     assert_eq!((response.status(), response.body()), (200, &b"hello"[..]));
+/// });
+/// ```
+#[derive(Clone, Debug)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    pool: Pool,
+    tls: Arc<ClientConfig>,
+    connect_timeout: Option<Duration>,
+    read_timeout: Option<Duration>,
+    total_timeout: Option<Duration>,
+    redirects: usize,
+    limits: Limits,
+}
+
+/// Settings for a [`Client`].
+///
+/// Defaults: connect timeout 30 s, read timeout 60 s, no total timeout, 64
+/// connections per host, idle connections closed after 90 s, redirects not
+/// followed, response bodies up to 1 GiB, Mozilla's root certificates.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+///
+/// let client = neverblock_http::Client::builder()
+///     .connect_timeout(Duration::from_secs(2))
+///     .read_timeout(Duration::from_secs(5))
+///     .total_timeout(Duration::from_secs(10))
+///     .max_connections_per_host(8)
+///     .redirects(5)
+///     .build()
+///     .unwrap();
+/// # drop(client);
+/// ```
+#[derive(Clone, Debug)]
+pub struct ClientBuilder {
+    connect_timeout: Option<Duration>,
+    read_timeout: Option<Duration>,
+    total_timeout: Option<Duration>,
+    per_host: usize,
+    idle_timeout: Duration,
+    redirects: usize,
+    max_body: usize,
+    roots: Vec<Vec<u8>>,
+}
+
+impl Default for ClientBuilder {
+    fn default() -> ClientBuilder {
+        ClientBuilder {
+            connect_timeout: Some(Duration::from_secs(30)),
+            read_timeout: Some(Duration::from_secs(60)),
+            total_timeout: None,
+            per_host: 64,
+            idle_timeout: Duration::from_secs(90),
+            redirects: 0,
+            max_body: Limits::default().max_body,
+            roots: Vec::new(),
+        }
+    }
+}
+
+impl ClientBuilder {
+    /// How long connecting may take (`ErrorKind::ConnectTimeout`).
+    pub fn connect_timeout(mut self, timeout: Duration) -> ClientBuilder {
+        self.connect_timeout = Some(timeout);
+        self
+    }
+
+    /// How long one read or write may wait (`ErrorKind::ReadTimeout`).
+    pub fn read_timeout(mut self, timeout: Duration) -> ClientBuilder {
+        self.read_timeout = Some(timeout);
+        self
+    }
+
+    /// How long a whole request may take, redirects included (`ErrorKind::TotalTimeout`).
+    pub fn total_timeout(mut self, timeout: Duration) -> ClientBuilder {
+        self.total_timeout = Some(timeout);
+        self
+    }
+
+    /// At most `n` connections to one origin at once, busy or idle; more requests wait their turn.
+    pub fn max_connections_per_host(mut self, n: usize) -> ClientBuilder {
+        self.per_host = n.max(1);
+        self
+    }
+
+    /// Idle keep-alive connections older than this are closed, not reused.
+    pub fn idle_timeout(mut self, timeout: Duration) -> ClientBuilder {
+        self.idle_timeout = timeout;
+        self
+    }
+
+    /// Follow up to `n` redirects (0, the default: return the 3xx response).
+    pub fn redirects(mut self, n: usize) -> ClientBuilder {
+        self.redirects = n;
+        self
+    }
+
+    /// Refuse response bodies larger than `bytes` (`ErrorKind::TooLarge`).
+    pub fn max_body(mut self, bytes: usize) -> ClientBuilder {
+        self.max_body = bytes;
+        self
+    }
+
+    /// Trust this root certificate (DER) as well as Mozilla's.
+    pub fn add_root_certificate(mut self, der: Vec<u8>) -> ClientBuilder {
+        self.roots.push(der);
+        self
+    }
+
+    /// The client.
+    ///
+    /// # Errors
+    ///
+    /// `ErrorKind::Tls` if a root certificate is not a valid certificate.
+    pub fn build(self) -> Result<Client, Error> {
+        Ok(Client {
+            inner: Arc::new(Inner {
+                pool: Pool::new(self.per_host, self.idle_timeout),
+                tls: tls_config(&self.roots)?,
+                connect_timeout: self.connect_timeout,
+                read_timeout: self.read_timeout,
+                total_timeout: self.total_timeout,
+                redirects: self.redirects,
+                limits: Limits { max_body: self.max_body, ..Limits::default() },
+            }),
+        })
+    }
+}
+
+/// How one exchange on one connection failed.
+enum Attempt {
+    /// The connection was closed or reset before any byte of a response came back.
+    Stale(String),
+    Failed(Error),
+}
+
+impl Default for Client {
+    fn default() -> Client {
+        Client::new()
+    }
+}
+
+impl Client {
+    /// A client with the default settings (see [`ClientBuilder`]).
+    pub fn new() -> Client {
+        ClientBuilder::default().build().expect("the built-in roots are valid")
+    }
+
+    /// Settings for a new client.
+    pub fn builder() -> ClientBuilder {
+        ClientBuilder::default()
+    }
+
+    /// `GET url`.
+    ///
+    /// # Errors
+    ///
+    /// See [`ErrorKind`].
+    pub fn get(&self, url: &str) -> Result<Response, Error> {
+        self.request(&Request::new("GET", url))
+    }
+
+    /// `HEAD url`: the response has headers and no body.
+    ///
+    /// # Errors
+    ///
+    /// See [`ErrorKind`].
+    pub fn head(&self, url: &str) -> Result<Response, Error> {
+        self.request(&Request::new("HEAD", url))
+    }
+
+    /// `POST url` with `body`.
+    ///
+    /// # Errors
+    ///
+    /// See [`ErrorKind`].
+    pub fn post(&self, url: &str, body: impl Into<Vec<u8>>) -> Result<Response, Error> {
+        self.request(&Request::new("POST", url).body(body))
+    }
+
+    /// Sends `request`, follows redirects if the client is set to, and reads the whole response.
+    ///
+    /// # Errors
+    ///
+    /// See [`ErrorKind`]; a timeout of the whole request is `TotalTimeout`
+    /// whatever phase it cut short.
+    pub fn request(&self, request: &Request) -> Result<Response, Error> {
+        let Some(total) = self.inner.total_timeout else { return self.follow(request, None) };
+        let deadline = Instant::now() + total;
+        let timed_out =
+            || Error::new(ErrorKind::TotalTimeout, format!("{}: no response within {total:?}", request.url));
+        match neverblock::timeout(total, || self.follow(request, Some(deadline))) {
+            Ok(Err(e)) if Instant::now() >= deadline && is_timeout(e.kind()) => Err(timed_out()),
+            Ok(result) => result,
+            Err(neverblock::Elapsed) => Err(timed_out()),
+        }
+    }
+
+    fn follow(&self, request: &Request, deadline: Option<Instant>) -> Result<Response, Error> {
+        let mut url = parse(&request.url)?;
+        let mut method = request.method.clone();
+        let mut body = request.body.as_slice();
+        for hop in 0.. {
+            let response = self.send(&method, &url, &request.headers, body, deadline)?;
+            let location = response.header("location").filter(|_| is_redirect(response.status()));
+            let (true, Some(location)) = (self.inner.redirects > 0, location) else { return Ok(response) };
+            if hop == self.inner.redirects {
+                return Err(Error::new(
+                    ErrorKind::TooManyRedirects,
+                    format!("{}: more than {} redirects", request.url, self.inner.redirects),
+                ));
+            }
+            let next = url.join(location).map_err(|e| {
+                Error::new(ErrorKind::Malformed, format!("{url}: bad redirect location {location:?}: {e}"))
+            })?;
+            url = check_scheme(next)?;
+            // 303, and 301/302 after a POST, turn into a GET without a body (what browsers do).
+            if response.status() == 303 || (matches!(response.status(), 301 | 302) && method == "POST") {
+                method = "GET".into();
+                body = &[];
+            }
+        }
+        unreachable!("the loop returns")
+    }
+
+    /// One request on one connection: an idle pooled one if there is one (retried
+    /// once on a fresh connection if the server had closed it and the request is
+    /// replayable), else a new one.
+    fn send(
+        &self,
+        method: &str,
+        url: &Url,
+        headers: &[(String, String)],
+        body: &[u8],
+        deadline: Option<Instant>,
+    ) -> Result<Response, Error> {
+        let host = url.host_str().expect("checked by parse");
+        let port = url.port_or_known_default().expect("http and https have default ports");
+        let origin = Origin { tls: url.scheme() == "https", host: host.to_owned(), port };
+        let host_header = match url.port() {
+            Some(p) => format!("{host}:{p}"),
+            None => host.to_owned(),
+        };
+        let mut bytes = Vec::with_capacity(256 + body.len());
+        wire::write_request_head(
+            &mut bytes,
+            method,
+            &url[Position::BeforePath..Position::AfterQuery],
+            &host_header,
+            headers,
+            body.len(),
+        )
+        .map_err(|e| Error::wire(url.as_str(), e))?;
+        bytes.extend_from_slice(body);
+        let is_head = method == "HEAD";
+
+        let slots = self.inner.pool.slots(&origin);
+        let _slot = slots
+            .acquire()
+            .map_err(|_| Error::new(ErrorKind::TotalTimeout, format!("{url}: waiting for a connection slot")))?;
+        if let Some(conn) = self.inner.pool.take_idle(&origin) {
+            match self.exchange(conn, &origin, &bytes, is_head, url, deadline) {
+                Err(Attempt::Stale(why)) if !replayable(method, headers) => {
+                    return Err(Error::new(
+                        ErrorKind::Reset,
+                        format!("{why}; {method} is not replayable, so it was not retried"),
+                    ));
+                }
+                Err(Attempt::Stale(_)) => {}
+                Err(Attempt::Failed(e)) => return Err(e),
+                Ok(response) => return Ok(response),
+            }
+        }
+        let connect_timeout = bound(self.inner.connect_timeout, deadline);
+        let conn = BufferedConn::new(Conn::open(&origin, connect_timeout, &self.inner.tls)?);
+        match self.exchange(conn, &origin, &bytes, is_head, url, deadline) {
+            Ok(response) => Ok(response),
+            Err(Attempt::Stale(why)) => Err(Error::new(ErrorKind::Truncated, why)),
+            Err(Attempt::Failed(e)) => Err(e),
+        }
+    }
+
+    fn exchange(
+        &self,
+        mut conn: BufferedConn<Conn>,
+        origin: &Origin,
+        request: &[u8],
+        is_head: bool,
+        url: &Url,
+        deadline: Option<Instant>,
+    ) -> Result<Response, Attempt> {
+        let timeout = bound(self.inner.read_timeout, deadline);
+        let tcp = conn.get_ref().tcp();
+        let set = tcp.set_read_timeout(timeout).and_then(|()| tcp.set_write_timeout(timeout));
+        set.map_err(|e| Attempt::Failed(Error::io("set socket timeouts", e)))?;
+        if let Err(e) = conn.write_all(request).and_then(|()| conn.flush()) {
+            return Err(match e.kind() {
+                std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset => {
+                    Attempt::Stale(format!("{url}: the connection closed while sending the request: {e}"))
+                }
+                _ => Attempt::Failed(Error::io(&format!("send to {url}"), e)),
+            });
+        }
+        match wire::read_response(&mut conn, is_head, &self.inner.limits) {
+            Err(WireError::NoResponse) => {
+                Err(Attempt::Stale(format!("{url}: the connection closed before any response")))
+            }
+            Err(e) => Err(Attempt::Failed(Error::wire(url.as_str(), e))),
+            Ok(raw) => {
+                if raw.reusable && !conn.has_buffered() {
+                    self.inner.pool.put_idle(origin, conn);
+                }
+                Ok(Response {
+                    status: raw.status,
+                    reason: raw.reason,
+                    headers: raw.headers,
+                    body: raw.body,
+                    url: url.to_string(),
+                })
+            }
+        }
+    }
+}
+
+/// Parses an absolute http(s) URL with a host.
+fn parse(url: &str) -> Result<Url, Error> {
+    let parsed = Url::parse(url).map_err(|e| Error::new(ErrorKind::InvalidUrl, format!("{url}: {e}")))?;
+    check_scheme(parsed)
+}
+
+fn check_scheme(url: Url) -> Result<Url, Error> {
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(Error::new(ErrorKind::InvalidUrl, format!("{url}: only http:// and https:// URLs are supported")));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(Error::new(ErrorKind::InvalidUrl, format!("{url}: no host")));
+    }
+    Ok(url)
+}
+
+fn is_redirect(status: u16) -> bool {
+    matches!(status, 301 | 302 | 303 | 307 | 308)
+}
+
+fn is_timeout(kind: ErrorKind) -> bool {
+    matches!(kind, ErrorKind::ConnectTimeout | ErrorKind::ReadTimeout | ErrorKind::TotalTimeout)
+}
+
+/// Go's rule for resending a request whose connection turned out closed: safe
+/// methods, or a request that carries an idempotency key.
+fn replayable(method: &str, headers: &[(String, String)]) -> bool {
+    matches!(method, "GET" | "HEAD" | "OPTIONS" | "TRACE")
+        || headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("idempotency-key") || k.eq_ignore_ascii_case("x-idempotency-key"))
+}
+
+/// A per-operation timeout, no later than the request's deadline (so a blocking-mode
+/// request, which no fiber timeout can interrupt, still ends near its deadline).
+fn bound(timeout: Option<Duration>, deadline: Option<Instant>) -> Option<Duration> {
+    let left = deadline.map(|d| d.saturating_duration_since(Instant::now()).max(Duration::from_millis(1)));
+    match (timeout, left) {
+        (Some(t), Some(l)) => Some(t.min(l)),
+        (t, l) => t.or(l),
+    }
+}

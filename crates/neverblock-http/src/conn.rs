@@ -1,0 +1,124 @@
+//! One connection to a server: plain TCP, or TLS (rustls) over the same fiber-aware stream.
+
+use std::io::{self, Read, Write};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::pki_types::ServerName;
+use rustls::{ClientConfig, ClientConnection, StreamOwned};
+
+use super::error::{Error, ErrorKind};
+use neverblock::net::{TcpStream, ToSocketAddrs};
+
+/// Where a connection goes; the key of the connection pool.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Origin {
+    pub(crate) tls: bool,
+    pub(crate) host: String,
+    pub(crate) port: u16,
+}
+
+/// A connection's byte stream.
+#[derive(Debug)]
+pub(crate) enum Conn {
+    Plain(TcpStream),
+    Tls(Box<StreamOwned<ClientConnection, TcpStream>>),
+}
+
+impl Conn {
+    /// Connects to `origin` (resolving its host on the blocking pool), trying each
+    /// address in turn; TLS connections are set up but the handshake happens on first use.
+    pub(crate) fn open(
+        origin: &Origin,
+        connect_timeout: Option<Duration>,
+        tls: &Arc<ClientConfig>,
+    ) -> Result<Conn, Error> {
+        let Origin { host, port, .. } = origin;
+        let addrs = (host.as_str(), *port)
+            .resolve()
+            .map_err(|e| Error::new(ErrorKind::Resolve, format!("resolve {host}: {e}")))?;
+        let mut last = None;
+        let mut stream = None;
+        for addr in addrs {
+            let attempt = match connect_timeout {
+                Some(t) => TcpStream::connect_timeout(&addr, t),
+                None => TcpStream::connect(addr),
+            };
+            match attempt {
+                Ok(s) => {
+                    stream = Some(s);
+                    break;
+                }
+                Err(e) => last = Some(Error::io(&format!("connect to {host}:{port} ({addr})"), e)),
+            }
+        }
+        let stream = stream.ok_or_else(|| {
+            last.unwrap_or_else(|| Error::new(ErrorKind::Resolve, format!("resolve {host}: no address")))
+        })?;
+        stream.set_nodelay(true).map_err(|e| Error::io("set TCP_NODELAY", e))?;
+        if !origin.tls {
+            return Ok(Conn::Plain(stream));
+        }
+        let name = ServerName::try_from(host.trim_start_matches('[').trim_end_matches(']').to_owned())
+            .map_err(|e| Error::new(ErrorKind::InvalidUrl, format!("{host} is not a TLS server name: {e}")))?;
+        let session = ClientConnection::new(tls.clone(), name)
+            .map_err(|e| Error::new(ErrorKind::Tls, format!("TLS setup for {host}: {e}")))?;
+        Ok(Conn::Tls(Box::new(StreamOwned::new(session, stream))))
+    }
+
+    pub(crate) fn tcp(&self) -> &TcpStream {
+        match self {
+            Conn::Plain(s) => s,
+            Conn::Tls(s) => &s.sock,
+        }
+    }
+
+    /// Whether an idle pooled connection still looks usable: nothing has arrived
+    /// on it (no EOF, no stray bytes, no TLS alert), checked without waiting.
+    pub(crate) fn looks_idle(&self) -> bool {
+        // The socket is non-blocking, so a plain peek answers at once.
+        let probe = socket2::SockRef::from(self.tcp()).peek(&mut [std::mem::MaybeUninit::uninit(); 1]);
+        probe.is_err_and(|e| e.kind() == io::ErrorKind::WouldBlock)
+    }
+}
+
+impl Read for Conn {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Conn::Plain(s) => s.read(buf),
+            Conn::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Conn {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Conn::Plain(s) => s.write(buf),
+            Conn::Tls(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Conn::Plain(s) => s.flush(),
+            Conn::Tls(s) => s.flush(),
+        }
+    }
+}
+
+/// The TLS settings: the Mozilla roots (webpki-roots) plus `extra_roots` (DER).
+pub(crate) fn tls_config(extra_roots: &[Vec<u8>]) -> Result<Arc<ClientConfig>, Error> {
+    let mut roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
+    for der in extra_roots {
+        roots
+            .add(der.clone().into())
+            .map_err(|e| Error::new(ErrorKind::Tls, format!("a root certificate was refused: {e}")))?;
+    }
+    let config = ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::new(ErrorKind::Tls, format!("TLS versions: {e}")))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
+}

@@ -1,0 +1,107 @@
+//! What can go wrong with an HTTP request, one kind per cause.
+
+use std::fmt;
+use std::io;
+
+use super::wire::WireError;
+
+/// Why a request failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The URL is not an absolute `http://` or `https://` URL with a host.
+    InvalidUrl,
+    /// The host name did not resolve.
+    Resolve,
+    /// The server refused the connection (nothing listens on the port).
+    Refused,
+    /// Connecting took longer than the connect timeout.
+    ConnectTimeout,
+    /// One read or write waited longer than the read timeout.
+    ReadTimeout,
+    /// The whole request, redirects included, took longer than the total timeout.
+    TotalTimeout,
+    /// The peer reset the connection.
+    Reset,
+    /// The TLS handshake or a TLS record failed (bad certificate, …).
+    Tls,
+    /// The response is not HTTP/1.x as RFC 9112 frames it.
+    Malformed,
+    /// The connection closed before the response was complete.
+    Truncated,
+    /// The response head or body is larger than the client's limit.
+    TooLarge,
+    /// More redirects than the client follows.
+    TooManyRedirects,
+    /// Any other I/O error.
+    Io,
+}
+
+/// A failed request: its [`ErrorKind`] and a message naming the URL and the cause.
+///
+/// # Examples
+///
+/// ```
+/// use neverblock_http::{self, ErrorKind};
+///
+/// let err = neverblock_http::get("ftp://example.com/").unwrap_err();
+/// assert_eq!(err.kind(), ErrorKind::InvalidUrl);
+/// assert!(err.to_string().contains("ftp://example.com/"));
+/// ```
+#[derive(Debug)]
+pub struct Error {
+    kind: ErrorKind,
+    message: String,
+    source: Option<io::Error>,
+}
+
+impl Error {
+    pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
+        Error { kind, message: message.into(), source: None }
+    }
+
+    /// Classifies an I/O error from `phase` ("connect to …", "read from …").
+    pub(crate) fn io(phase: &str, e: io::Error) -> Error {
+        let kind = match e.kind() {
+            io::ErrorKind::ConnectionRefused => ErrorKind::Refused,
+            io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionAborted | io::ErrorKind::BrokenPipe => {
+                ErrorKind::Reset
+            }
+            io::ErrorKind::TimedOut if phase.starts_with("connect") => ErrorKind::ConnectTimeout,
+            io::ErrorKind::TimedOut => ErrorKind::ReadTimeout,
+            _ if e.get_ref().is_some_and(|inner| inner.is::<rustls::Error>()) => ErrorKind::Tls,
+            _ => ErrorKind::Io,
+        };
+        Error { kind, message: format!("{phase}: {e}"), source: Some(e) }
+    }
+
+    /// Classifies a framing error while reading the response from `url`.
+    pub(crate) fn wire(url: &str, e: WireError) -> Error {
+        match e {
+            WireError::Io(e) => Error::io(&format!("read from {url}"), e),
+            WireError::NoResponse => {
+                Error::new(ErrorKind::Truncated, format!("{url}: the connection closed before any response"))
+            }
+            WireError::Malformed(m) => Error::new(ErrorKind::Malformed, format!("{url}: {m}")),
+            WireError::Truncated(m) => Error::new(ErrorKind::Truncated, format!("{url}: {m}")),
+            WireError::TooLarge(m) => Error::new(ErrorKind::TooLarge, format!("{url}: {m}")),
+        }
+    }
+
+    /// Why the request failed.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_ref().map(|e| e as _)
+    }
+}

@@ -1,0 +1,183 @@
+//! neverblock-http: HTTP/1.1 on neverblock's fibers, built only on the runtime's
+//! public API.
+//!
+//! The client is in blocking style (the Net::HTTP of NeverBlock): inside
+//! fibers, many requests are in flight at once on one thread; outside a runtime
+//! each call blocks the thread.
+//!
+//! `http://` and `https://` (rustls over the fiber-aware [`TcpStream`](neverblock::net::TcpStream));
+//! a keep-alive pool per origin with a per-host cap and an idle timeout;
+//! Content-Length, chunked and close-delimited bodies framed as RFC 9112 says;
+//! connect, read and total timeouts, each its own [`ErrorKind`]; redirects when
+//! asked for; a request on a pooled connection that the server had closed is
+//! sent again once on a fresh one when it is replayable (Go's rule). Responses
+//! are read whole, in 64 KiB reads.
+//!
+//! # Examples
+//!
+//! Twenty requests at once, each in its own fiber:
+//!
+//! ```no_run
+//! let statuses: Vec<u16> = neverblock::run(|| {
+//!     let fibers: Vec<_> = (0..20)
+//!         .map(|_| neverblock::spawn(|| neverblock_http::get("http://127.0.0.1:8080/").map(|r| r.status())))
+//!         .collect();
+//!     fibers.into_iter().map(|f| f.join().unwrap().unwrap()).collect()
+//! });
+//! ```
+
+#![forbid(unsafe_code)]
+
+mod client;
+mod conn;
+mod error;
+mod pool;
+mod wire;
+
+use std::borrow::Cow;
+use std::sync::OnceLock;
+
+pub use client::{Client, ClientBuilder};
+pub use error::{Error, ErrorKind};
+
+/// `GET url` with the process's shared default [`Client`].
+///
+/// # Errors
+///
+/// See [`ErrorKind`].
+///
+/// # Examples
+///
+/// ```
+/// let err = neverblock_http::get("http://127.0.0.1:1/").unwrap_err();
+/// assert_eq!(err.kind(), neverblock_http::ErrorKind::Refused);
+/// ```
+pub fn get(url: &str) -> Result<Response, Error> {
+    default_client().get(url)
+}
+
+/// `POST url` with `body`, with the process's shared default [`Client`].
+///
+/// # Errors
+///
+/// See [`ErrorKind`].
+pub fn post(url: &str, body: impl Into<Vec<u8>>) -> Result<Response, Error> {
+    default_client().post(url, body)
+}
+
+fn default_client() -> &'static Client {
+    static CLIENT: OnceLock<Client> = OnceLock::new();
+    CLIENT.get_or_init(Client::new)
+}
+
+/// A request: method, absolute URL, extra headers and a body.
+///
+/// `Host`, and `Content-Length` when there is a body, are added when it is sent.
+///
+/// # Examples
+///
+/// ```
+/// use neverblock_http::Request;
+///
+/// let request = Request::new("PUT", "http://127.0.0.1:8080/item/1")
+///     .header("Content-Type", "application/json")
+///     .body(r#"{"name":"x"}"#);
+/// assert_eq!(request.method(), "PUT");
+/// ```
+#[derive(Clone, Debug)]
+pub struct Request {
+    method: String,
+    url: String,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Request {
+    /// A request with no extra headers and no body.
+    pub fn new(method: impl Into<String>, url: impl Into<String>) -> Request {
+        Request { method: method.into(), url: url.into(), headers: Vec::new(), body: Vec::new() }
+    }
+
+    /// Adds a header.
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Request {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// Sets the body.
+    pub fn body(mut self, body: impl Into<Vec<u8>>) -> Request {
+        self.body = body.into();
+        self
+    }
+
+    /// The method.
+    pub fn method(&self) -> &str {
+        &self.method
+    }
+
+    /// The URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+}
+
+/// A whole response.
+///
+/// # Examples
+///
+/// ```no_run
+/// let response = neverblock_http::get("http://127.0.0.1:8080/").unwrap();
+/// if response.status() == 200 {
+///     println!("{} bytes of {:?}", response.body().len(), response.header("content-type"));
+/// }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Response {
+    status: u16,
+    reason: String,
+    headers: Vec<(String, Vec<u8>)>,
+    body: Vec<u8>,
+    url: String,
+}
+
+impl Response {
+    /// The status code.
+    pub fn status(&self) -> u16 {
+        self.status
+    }
+
+    /// The reason phrase.
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+
+    /// The first header called `name` (any case), if its value is UTF-8.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        wire::header(&self.headers, name).and_then(|v| std::str::from_utf8(v).ok())
+    }
+
+    /// Every header, in the order received.
+    pub fn headers(&self) -> impl Iterator<Item = (&str, &[u8])> {
+        self.headers.iter().map(|(k, v)| (k.as_str(), v.as_slice()))
+    }
+
+    /// The body.
+    pub fn body(&self) -> &[u8] {
+        &self.body
+    }
+
+    /// The body as text (invalid UTF-8 replaced).
+    pub fn text(&self) -> Cow<'_, str> {
+        String::from_utf8_lossy(&self.body)
+    }
+
+    /// The body, taken.
+    pub fn into_body(self) -> Vec<u8> {
+        self.body
+    }
+
+    /// The URL that answered (the last one, after redirects).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+}

@@ -1,0 +1,64 @@
+//! Keep-alive connections, by origin, with a cap on connections per host.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::conn::{Conn, Origin};
+use super::wire::BufferedConn;
+use neverblock::sync::Semaphore;
+
+/// Idle connections and connection slots, per origin (scheme, host, port).
+#[derive(Debug)]
+pub(crate) struct Pool {
+    hosts: Mutex<HashMap<Origin, Host>>,
+    per_host: usize,
+    idle_timeout: Duration,
+}
+
+#[derive(Debug)]
+struct Host {
+    /// Most recently returned last: reused first, so the oldest expire.
+    idle: Vec<(BufferedConn<Conn>, Instant)>,
+    /// One permit per connection in use or being opened.
+    slots: Arc<Semaphore>,
+}
+
+impl Pool {
+    pub(crate) fn new(per_host: usize, idle_timeout: Duration) -> Pool {
+        Pool { hosts: Mutex::new(HashMap::new()), per_host, idle_timeout }
+    }
+
+    /// The semaphore that caps connections to `origin`: hold a permit while using one.
+    pub(crate) fn slots(&self, origin: &Origin) -> Arc<Semaphore> {
+        let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
+        let per_host = self.per_host;
+        let host = hosts
+            .entry(origin.clone())
+            .or_insert_with(|| Host { idle: Vec::new(), slots: Arc::new(Semaphore::new(per_host)) });
+        host.slots.clone()
+    }
+
+    /// The most recently used idle connection to `origin` that has not expired
+    /// and that its server has not closed; the others met on the way are closed.
+    pub(crate) fn take_idle(&self, origin: &Origin) -> Option<BufferedConn<Conn>> {
+        let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
+        let host = hosts.get_mut(origin)?;
+        let now = Instant::now();
+        host.idle.retain(|(_, since)| now.duration_since(*since) < self.idle_timeout);
+        while let Some((conn, _)) = host.idle.pop() {
+            if conn.get_ref().looks_idle() {
+                return Some(conn);
+            }
+        }
+        None
+    }
+
+    /// Keeps `conn`, whose last response was read to its end, for the next request to `origin`.
+    pub(crate) fn put_idle(&self, origin: &Origin, conn: BufferedConn<Conn>) {
+        let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(host) = hosts.get_mut(origin) {
+            host.idle.push((conn, Instant::now()));
+        }
+    }
+}

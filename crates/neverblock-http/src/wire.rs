@@ -1,0 +1,536 @@
+//! HTTP/1.1 framing (RFC 9112): request heads out, whole messages in, over blocking `Read`/`Write`.
+//!
+//! The client writes a request head with [`write_request_head`] and reads the answer with
+//! [`read_response`], through a
+//! [`BufferedConn`], which keeps the bytes it read past the end of one message for the next, so
+//! neither pipelining nor where the stream happens to split its reads changes what is parsed.
+//!
+//! A body is framed as RFC 9112 §6.3 says, first rule that applies: none after a HEAD request and
+//! for 1xx, 204 and 304; chunked if the final transfer coding is `chunked`, else (responses only)
+//! until the connection closes; `Content-Length` bytes; else until close (responses) or none
+//! (requests).
+//!
+//! Invariant: a message is returned only once it was read whole, and reports its connection as
+//! reusable only if its end was framed and the peer did not ask to close; so whatever a reusable
+//! connection has buffered is the start of the next message.
+
+use std::fmt;
+use std::io::{self, Read, Write};
+
+/// How much [`BufferedConn`] asks its stream for at a time.
+const READ_CHUNK: usize = 64 * 1024;
+/// The most header fields one head may have.
+const MAX_HEADERS: usize = 100;
+/// The longest chunk-size line accepted, extensions and CRLF included.
+const MAX_CHUNK_LINE: usize = 4096;
+
+/// A stream and the bytes read from it that no message has consumed yet.
+pub(crate) struct BufferedConn<S> {
+    /// The connection.
+    stream: S,
+    /// `buf[start..end]` holds the unconsumed bytes; the rest is room to read into.
+    buf: Vec<u8>,
+    /// Where the unconsumed bytes begin.
+    start: usize,
+    /// Where the unconsumed bytes end.
+    end: usize,
+}
+
+impl<S> BufferedConn<S> {
+    /// Wraps `stream`; allocates the buffer on the first read.
+    pub(crate) fn new(stream: S) -> Self {
+        BufferedConn { stream, buf: Vec::new(), start: 0, end: 0 }
+    }
+
+    /// The stream.
+    pub(crate) fn get_ref(&self) -> &S {
+        &self.stream
+    }
+
+    /// Whether bytes were read from the stream that no message consumed (e.g. a pipelined one).
+    pub(crate) fn has_buffered(&self) -> bool {
+        self.start < self.end
+    }
+
+    /// The unconsumed bytes.
+    fn buffered(&self) -> &[u8] {
+        &self.buf[self.start..self.end]
+    }
+
+    /// Marks the first `n` buffered bytes as consumed.
+    fn consume(&mut self, n: usize) {
+        debug_assert!(n <= self.end - self.start);
+        self.start += n;
+    }
+}
+
+impl<S: Read> BufferedConn<S> {
+    /// Reads up to [`READ_CHUNK`] more bytes after the buffered ones; `Ok(0)` at EOF.
+    ///
+    /// Moves the buffered bytes to the front when the room behind them runs low, and grows the
+    /// buffer only when they fill it (a long head).
+    fn fill(&mut self) -> io::Result<usize> {
+        if self.buf.len() - self.end < READ_CHUNK {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+            if self.buf.len() - self.end < READ_CHUNK {
+                self.buf.resize(self.end + READ_CHUNK, 0);
+            }
+        }
+        loop {
+            match self.stream.read(&mut self.buf[self.end..self.end + READ_CHUNK]) {
+                Ok(n) => {
+                    self.end += n;
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+impl<S: Write> Write for BufferedConn<S> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.stream.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.stream.flush()
+    }
+}
+
+impl<S: fmt::Debug> fmt::Debug for BufferedConn<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BufferedConn")
+            .field("stream", &self.stream)
+            .field("buffered", &(self.end - self.start))
+            .finish()
+    }
+}
+
+/// Size limits on what [`read_response`] accepts.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Limits {
+    /// The longest head (start line and header section) or trailer section, in bytes.
+    pub(crate) max_head: usize,
+    /// The longest body, in bytes, after removing chunked framing.
+    pub(crate) max_body: usize,
+}
+
+impl Default for Limits {
+    /// 64 KiB heads, 1 GiB bodies.
+    fn default() -> Self {
+        Limits { max_head: 64 * 1024, max_body: 1 << 30 }
+    }
+}
+
+/// A final response, read whole.
+#[derive(Debug)]
+pub(crate) struct Response {
+    /// The status code, 101 or 200..=999.
+    pub(crate) status: u16,
+    /// The reason phrase; empty if absent.
+    pub(crate) reason: String,
+    /// The minor version: 0 for HTTP/1.0, 1 for HTTP/1.1.
+    pub(crate) version: u8,
+    /// Header fields in order, names as received.
+    pub(crate) headers: Vec<(String, Vec<u8>)>,
+    /// The body, with any chunked framing removed.
+    pub(crate) body: Vec<u8>,
+    /// Whether the connection may carry another request: the body's end was framed and the
+    /// server did not ask to close.
+    pub(crate) reusable: bool,
+}
+
+/// Why a message could not be written or read.
+#[derive(Debug)]
+pub(crate) enum WireError {
+    /// The stream failed, other than by closing before any byte of a response.
+    Io(io::Error),
+    /// The connection closed (EOF, reset, aborted, broken pipe) before any byte of the response
+    /// arrived: a kept-alive connection the server had already closed, so the request may be retried.
+    NoResponse,
+    /// The bytes are not valid HTTP/1.1, or a request head to write contains CR, LF or NUL.
+    Malformed(String),
+    /// The connection closed partway through a message.
+    Truncated(String),
+    /// A body is longer than [`Limits::max_body`].
+    TooLarge(String),
+}
+
+impl fmt::Display for WireError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WireError::Io(e) => write!(f, "I/O error: {e}"),
+            WireError::NoResponse => f.write_str("connection closed before any byte of the response arrived"),
+            WireError::Malformed(msg) | WireError::Truncated(msg) | WireError::TooLarge(msg) => f.write_str(msg),
+        }
+    }
+}
+
+impl std::error::Error for WireError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            WireError::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<io::Error> for WireError {
+    fn from(e: io::Error) -> Self {
+        WireError::Io(e)
+    }
+}
+
+/// The value of the first header field called `name` (case-insensitive).
+pub(crate) fn header<'a>(headers: &'a [(String, Vec<u8>)], name: &str) -> Option<&'a [u8]> {
+    headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_slice())
+}
+
+/// Appends a request head to `out`: the request line, `Host`, `headers`, and `Content-Length`
+/// when there is a body or the method expects one, unless `headers` already frame the body.
+///
+/// # Errors
+///
+/// [`WireError::Malformed`] if any part contains CR, LF or NUL, which could end the line or head
+/// early and smuggle in another; `out` is left unchanged. Nothing else is checked.
+pub(crate) fn write_request_head(
+    out: &mut Vec<u8>,
+    method: &str,
+    target: &str,
+    host: &str,
+    headers: &[(String, String)],
+    body_len: usize,
+) -> Result<(), WireError> {
+    let bad = |s: &str| s.bytes().any(|b| matches!(b, b'\r' | b'\n' | b'\0'));
+    let reject = |what: String| Err(WireError::Malformed(format!("malformed request head: CR, LF or NUL in {what}")));
+    for (what, s) in [("method", method), ("target", target), ("host", host)] {
+        if bad(s) {
+            return reject(format!("the {what}"));
+        }
+    }
+    for (name, value) in headers {
+        if bad(name) {
+            return reject("a header name".to_owned());
+        }
+        if bad(value) {
+            return reject(format!("the value of header {name:?}"));
+        }
+    }
+    for part in [method, " ", target, " HTTP/1.1\r\nHost: ", host, "\r\n"] {
+        out.extend_from_slice(part.as_bytes());
+    }
+    for (name, value) in headers {
+        for part in [name, ": ", value, "\r\n"] {
+            out.extend_from_slice(part.as_bytes());
+        }
+    }
+    let framed = headers
+        .iter()
+        .any(|(n, _)| n.eq_ignore_ascii_case("content-length") || n.eq_ignore_ascii_case("transfer-encoding"));
+    if !framed && (body_len > 0 || matches!(method, "POST" | "PUT" | "PATCH")) {
+        out.extend_from_slice(format!("Content-Length: {body_len}\r\n").as_bytes());
+    }
+    out.extend_from_slice(b"\r\n");
+    Ok(())
+}
+
+/// Reads the final response to one request, skipping interim 1xx responses other than 101.
+///
+/// # Errors
+///
+/// [`WireError::NoResponse`] if the connection closed before any byte of the response;
+/// [`WireError::Truncated`] if it closed later, before the response ended; [`WireError::Malformed`]
+/// for invalid framing, a head longer than `limits.max_head` or with more than 100 fields;
+/// [`WireError::TooLarge`] for a body longer than `limits.max_body`; [`WireError::Io`] for any
+/// other stream error, such as `TimedOut`.
+pub(crate) fn read_response<S: Read>(
+    conn: &mut BufferedConn<S>,
+    request_was_head: bool,
+    limits: &Limits,
+) -> Result<Response, WireError> {
+    let mut fresh = true;
+    let mut res = loop {
+        let res = read_head(conn, limits, fresh, "response", parse_response)?.ok_or(WireError::NoResponse)?;
+        if res.status < 100 {
+            return Err(WireError::Malformed(format!("malformed response head: status code {}", res.status)));
+        }
+        if res.status >= 200 || res.status == 101 {
+            break res;
+        }
+        fresh = false;
+    };
+    let no_body = request_was_head || matches!(res.status, 101 | 204 | 304);
+    let framing = if no_body { Framing::None } else { framing(&res.headers, "response")? };
+    res.body = read_body(conn, framing, limits, "response")?;
+    res.reusable = res.status != 101 && framing != Framing::Close && persistent(res.version, &res.headers);
+    Ok(res)
+}
+
+/// How a message's body ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Framing {
+    /// There is no body.
+    None,
+    /// After this many bytes.
+    Length(u64),
+    /// With a zero-size chunk and a trailer section.
+    Chunked,
+    /// When the connection closes.
+    Close,
+}
+
+/// How the body of a message with `headers` is framed, by `Transfer-Encoding` then
+/// `Content-Length`; [`Framing::Close`] if by neither. `side` names the message in errors.
+fn framing(headers: &[(String, Vec<u8>)], side: &str) -> Result<Framing, WireError> {
+    if let Some(coding) = tokens(headers, "transfer-encoding").last() {
+        return Ok(if coding.eq_ignore_ascii_case(b"chunked") { Framing::Chunked } else { Framing::Close });
+    }
+    let mut length = None;
+    for value in tokens(headers, "content-length") {
+        let n = Some(value)
+            .filter(|v| !v.is_empty() && v.iter().all(u8::is_ascii_digit))
+            .and_then(|v| std::str::from_utf8(v).ok()?.parse::<u64>().ok());
+        match (n, length) {
+            (None, _) => {
+                let value = String::from_utf8_lossy(value);
+                return Err(WireError::Malformed(format!("malformed {side} head: invalid Content-Length {value:?}")));
+            }
+            (Some(n), Some(first)) if n != first => {
+                return Err(WireError::Malformed(format!("malformed {side} head: Content-Length {first} and {n}")));
+            }
+            (n, _) => length = n,
+        }
+    }
+    Ok(length.map_or(Framing::Close, Framing::Length))
+}
+
+/// Whether the connection stays open after this message: by default in HTTP/1.1 and only on
+/// request in HTTP/1.0, and never when `Transfer-Encoding` and `Content-Length` disagree about the
+/// framing (RFC 9112 §6.1: a sign of request smuggling).
+fn persistent(version: u8, headers: &[(String, Vec<u8>)]) -> bool {
+    let asks = |option: &[u8]| tokens(headers, "connection").any(|t| t.eq_ignore_ascii_case(option));
+    let ambiguous = header(headers, "transfer-encoding").is_some() && header(headers, "content-length").is_some();
+    let open = if version == 1 { !asks(b"close") } else { asks(b"keep-alive") };
+    open && !ambiguous
+}
+
+/// The comma-separated elements of every field called `name`, trimmed, in order.
+fn tokens<'a>(headers: &'a [(String, Vec<u8>)], name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
+    headers
+        .iter()
+        .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
+        .flat_map(|(_, v)| v.split(|&b| b == b','))
+        .map(<[u8]>::trim_ascii)
+}
+
+/// What a head parser returns: the head's length and the message, once complete.
+type Parsed<T> = Result<Option<(usize, T)>, httparse::Error>;
+
+/// Parses a response head, once complete.
+fn parse_response(buf: &[u8]) -> Parsed<Response> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut res = httparse::Response::new(&mut headers);
+    let httparse::Status::Complete(len) = res.parse(buf)? else {
+        return Ok(None);
+    };
+    Ok(Some((
+        len,
+        Response {
+            // A complete parse has set the code and the version.
+            status: res.code.unwrap_or_default(),
+            reason: res.reason.unwrap_or_default().to_owned(),
+            version: res.version.unwrap_or_default(),
+            headers: owned(res.headers),
+            body: Vec::new(),
+            reusable: false,
+        },
+    )))
+}
+
+/// Copies parsed header fields out of the read buffer.
+fn owned(headers: &[httparse::Header<'_>]) -> Vec<(String, Vec<u8>)> {
+    headers.iter().map(|h| (h.name.to_owned(), h.value.to_vec())).collect()
+}
+
+/// Reads until `parse` finds a complete head, and consumes it.
+///
+/// Returns `Ok(None)` if `fresh` and the connection closed (EOF, reset, aborted, broken pipe)
+/// before any byte arrived. `side` names the message in errors.
+fn read_head<S: Read, T>(
+    conn: &mut BufferedConn<S>,
+    limits: &Limits,
+    fresh: bool,
+    side: &str,
+    parse: fn(&[u8]) -> Parsed<T>,
+) -> Result<Option<T>, WireError> {
+    // Bytes at the end of the buffer not yet parsed; a head can only have ended if they hold a LF.
+    let mut new = conn.buffered().len();
+    loop {
+        let buf = conn.buffered();
+        if buf[buf.len() - new..].contains(&b'\n') {
+            match parse(buf) {
+                Ok(Some((len, head))) if len <= limits.max_head => {
+                    conn.consume(len);
+                    return Ok(Some(head));
+                }
+                Ok(_) => {}
+                Err(e) => return Err(WireError::Malformed(format!("malformed {side} head: {e}"))),
+            }
+        }
+        let got = buf.len();
+        if got > limits.max_head {
+            return Err(WireError::Malformed(format!("malformed {side} head: longer than {} bytes", limits.max_head)));
+        }
+        new = match conn.fill() {
+            Ok(0) if fresh && got == 0 => return Ok(None),
+            Ok(0) => return Err(WireError::Truncated(format!("{side} head cut short after {got} bytes"))),
+            Ok(n) => n,
+            Err(e) if fresh && got == 0 && is_disconnect(&e) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+    }
+}
+
+/// Whether `e` says the peer closed the connection.
+fn is_disconnect(e: &io::Error) -> bool {
+    use io::ErrorKind::*;
+    matches!(e.kind(), ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof)
+}
+
+/// Reads and consumes a body framed by `framing`. `side` names the message in errors.
+fn read_body<S: Read>(
+    conn: &mut BufferedConn<S>,
+    framing: Framing,
+    limits: &Limits,
+    side: &str,
+) -> Result<Vec<u8>, WireError> {
+    let too_large = || WireError::TooLarge(format!("{side} body longer than the limit of {} bytes", limits.max_body));
+    let mut body = Vec::new();
+    match framing {
+        Framing::None => {}
+        Framing::Length(n) => {
+            let n = usize::try_from(n).ok().filter(|&n| n <= limits.max_body).ok_or_else(too_large)?;
+            let got = take(conn, &mut body, n)?;
+            if got < n {
+                return Err(WireError::Truncated(format!("{side} body cut short: got {got} of {n} bytes")));
+            }
+        }
+        Framing::Chunked => loop {
+            let line = read_line(conn, MAX_CHUNK_LINE, side, "a chunk size line")?;
+            let size = chunk_size(&conn.buffered()[..line - 2]).ok_or_else(|| {
+                let line = String::from_utf8_lossy(&conn.buffered()[..(line - 2).min(32)]);
+                WireError::Malformed(format!("malformed {side} body: invalid chunk size line {line:?}"))
+            })?;
+            conn.consume(line);
+            if size == 0 {
+                read_trailers(conn, limits, side)?;
+                break;
+            }
+            let size =
+                usize::try_from(size).ok().filter(|&n| n <= limits.max_body - body.len()).ok_or_else(too_large)?;
+            let got = take(conn, &mut body, size)?;
+            if got < size {
+                return Err(WireError::Truncated(format!(
+                    "{side} body cut short in a chunk: got {got} of {size} bytes"
+                )));
+            }
+            while conn.buffered().len() < 2 {
+                if conn.fill()? == 0 {
+                    return Err(WireError::Truncated(format!("{side} body cut short after a chunk")));
+                }
+            }
+            if !conn.buffered().starts_with(b"\r\n") {
+                return Err(WireError::Malformed(format!("malformed {side} body: chunk data not followed by CRLF")));
+            }
+            conn.consume(2);
+        },
+        Framing::Close => loop {
+            let buf = conn.buffered();
+            if body.len() + buf.len() > limits.max_body {
+                return Err(too_large());
+            }
+            body.extend_from_slice(buf);
+            conn.consume(buf.len());
+            if conn.fill()? == 0 {
+                break;
+            }
+        },
+    }
+    Ok(body)
+}
+
+/// Moves `n` bytes from the connection into `out`; returns how many there were before EOF.
+fn take<S: Read>(conn: &mut BufferedConn<S>, out: &mut Vec<u8>, n: usize) -> io::Result<usize> {
+    let mut got = 0;
+    while got < n {
+        if !conn.has_buffered() && conn.fill()? == 0 {
+            break;
+        }
+        let buf = conn.buffered();
+        let k = buf.len().min(n - got);
+        out.extend_from_slice(&buf[..k]);
+        conn.consume(k);
+        got += k;
+    }
+    Ok(got)
+}
+
+/// Reads until the buffer starts with a whole CRLF-terminated line of at most `max` bytes, and
+/// returns its length, CRLF included; does not consume it. `what` names the line in errors.
+fn read_line<S: Read>(conn: &mut BufferedConn<S>, max: usize, side: &str, what: &str) -> Result<usize, WireError> {
+    let mut searched = 0;
+    loop {
+        let buf = conn.buffered();
+        let lf = buf[searched..].iter().position(|&b| b == b'\n').map(|i| searched + i);
+        if lf.map_or(buf.len(), |lf| lf + 1) > max {
+            return Err(WireError::Malformed(format!("malformed {side} body: {what} longer than {max} bytes")));
+        }
+        if let Some(lf) = lf {
+            if lf == 0 || buf[..lf - 1].contains(&b'\r') || buf[lf - 1] != b'\r' {
+                return Err(WireError::Malformed(format!("malformed {side} body: bare CR or LF in {what}")));
+            }
+            return Ok(lf + 1);
+        }
+        searched = buf.len();
+        if conn.fill()? == 0 {
+            return Err(WireError::Truncated(format!("{side} body cut short in {what}")));
+        }
+    }
+}
+
+/// Parses a chunk-size line without its CRLF: hex digits, then optional whitespace and `;` extensions.
+fn chunk_size(line: &[u8]) -> Option<u64> {
+    let digits = line.iter().take_while(|b| b.is_ascii_hexdigit()).count();
+    let rest = &line[digits..];
+    let blanks = rest.iter().take_while(|&&b| b == b' ' || b == b'\t').count();
+    if digits == 0 || rest.get(blanks).is_some_and(|&b| b != b';') {
+        return None;
+    }
+    u64::from_str_radix(std::str::from_utf8(&line[..digits]).ok()?, 16).ok()
+}
+
+/// Reads and discards a trailer section, which may not be longer than a head.
+fn read_trailers<S: Read>(conn: &mut BufferedConn<S>, limits: &Limits, side: &str) -> Result<(), WireError> {
+    let mut total = 0;
+    loop {
+        let line = read_line(conn, limits.max_head, side, "a trailer field")?;
+        conn.consume(line);
+        if line == 2 {
+            return Ok(());
+        }
+        total += line;
+        if total > limits.max_head {
+            let max = limits.max_head;
+            return Err(WireError::Malformed(format!(
+                "malformed {side} body: trailer section longer than {max} bytes"
+            )));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

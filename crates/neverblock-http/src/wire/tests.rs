@@ -1,0 +1,423 @@
+//! Framing of responses and requests, whichever way the stream cuts its reads, and the head writer.
+
+use std::io::ErrorKind;
+
+use super::*;
+
+/// How a [`Script`] cuts its bytes into reads.
+#[derive(Clone, Copy, Debug)]
+enum Cut {
+    /// As many bytes as the reader asks for.
+    Whole,
+    /// One byte per read.
+    Bytes,
+    /// Pieces of 1..=97 bytes, with an `Interrupted` now and then, from an LCG with this state.
+    Random(u64),
+}
+
+/// Every way the tests cut a stream.
+const CUTS: [Cut; 3] = [Cut::Whole, Cut::Bytes, Cut::Random(0x5eed)];
+
+/// An in-memory stream: `data` in reads cut by `cut`, then EOF, or the error `end`.
+#[derive(Debug)]
+struct Script {
+    /// Everything the stream will deliver.
+    data: Vec<u8>,
+    /// How much of `data` was read.
+    pos: usize,
+    /// How reads are cut.
+    cut: Cut,
+    /// What reading past `data` returns: an error of this kind, or EOF.
+    end: Option<ErrorKind>,
+}
+
+impl Read for Script {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.data.len() - self.pos;
+        if left == 0 {
+            return self.end.map_or(Ok(0), |kind| Err(kind.into()));
+        }
+        let n = match &mut self.cut {
+            Cut::Whole => left,
+            Cut::Bytes => 1,
+            Cut::Random(state) => {
+                *state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                let n = (*state >> 33) as usize % 98;
+                if n == 0 {
+                    return Err(ErrorKind::Interrupted.into());
+                }
+                n
+            }
+        };
+        let n = n.min(left).min(buf.len());
+        buf[..n].copy_from_slice(&self.data[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
+    }
+}
+
+/// Runs `read` over `input` cut each way in [`CUTS`], asserts that every cut gives the same
+/// result, and returns it.
+fn run<T: fmt::Debug>(input: &[u8], end: Option<ErrorKind>, read: impl Fn(&mut BufferedConn<Script>) -> T) -> T {
+    let mut first: Option<(T, String)> = None;
+    for cut in CUTS {
+        let out = read(&mut BufferedConn::new(Script { data: input.to_vec(), pos: 0, cut, end }));
+        let text = format!("{out:?}");
+        match &first {
+            None => first = Some((out, text)),
+            Some((_, first_text)) => assert_eq!(&text, first_text, "cut {cut:?} disagrees on {input:?}"),
+        }
+    }
+    first.expect("CUTS is not empty").0
+}
+
+/// How many bytes of its stream `conn` has not consumed.
+fn unconsumed(conn: &BufferedConn<Script>) -> usize {
+    conn.buffered().len() + conn.get_ref().data.len() - conn.get_ref().pos
+}
+
+/// Reads up to `count` responses from `input`, stopping at the first error; returns them and, if
+/// none failed, how many bytes were left unconsumed (after an error that depends on the cuts).
+fn responses(
+    input: impl AsRef<[u8]>,
+    end: Option<ErrorKind>,
+    head: bool,
+    limits: Limits,
+    count: usize,
+) -> (Vec<Result<Response, WireError>>, Option<usize>) {
+    run(input.as_ref(), end, |conn| {
+        let mut out = Vec::new();
+        while out.len() < count && !matches!(out.last(), Some(Err(_))) {
+            out.push(read_response(conn, head, &limits));
+        }
+        let left = out.iter().all(Result::is_ok).then(|| unconsumed(conn));
+        (out, left)
+    })
+}
+
+/// The one response to a GET that is all of `input`.
+fn response(input: &str) -> Response {
+    let (mut out, left) = responses(input, None, false, Limits::default(), 1);
+    assert_eq!(left, Some(0), "{input:?} was not consumed whole");
+    out.pop().unwrap().unwrap()
+}
+
+/// An error as `Variant: message`.
+fn describe(e: &WireError) -> String {
+    let debug = format!("{e:?}");
+    format!("{}: {e}", debug.split('(').next().unwrap_or_default())
+}
+
+/// Asserts that reading one response to a GET from each input ends in the error described.
+fn check_errors(end: Option<ErrorKind>, limits: Limits, cases: &[(&str, &str)]) {
+    for &(input, expected) in cases {
+        let (mut out, _) = responses(input, end, false, limits, 1);
+        let got = out.pop().unwrap().map(|res| res.status).map_err(|e| describe(&e));
+        assert_eq!(got, Err(expected.to_owned()), "for {input:?}");
+    }
+}
+
+/// The body of `len` bytes the large-message tests send.
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i % 251) as u8).collect()
+}
+
+#[test]
+fn content_length_body_is_read_exactly() {
+    let res = response("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nhello");
+    assert_eq!((res.status, res.reason.as_str(), res.version), (200, "OK", 1));
+    assert_eq!(
+        res.headers,
+        [("Content-Type".to_owned(), b"text/plain".to_vec()), ("Content-Length".into(), b"5".into())]
+    );
+    assert_eq!(header(&res.headers, "content-type"), Some(&b"text/plain"[..]));
+    assert_eq!(header(&res.headers, "location"), None);
+    assert_eq!(res.body, b"hello");
+    assert!(res.reusable);
+    assert_eq!(response("HTTP/1.1 200 OK\r\nContent-Length: 3, 3\r\n\r\nabc").body, b"abc");
+}
+
+#[test]
+fn chunked_body_drops_extensions_and_trailers() {
+    let input = "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: Chunked\r\n\r\n\
+                 5;name=\"v\"\r\nhello\r\n6 ;x\r\n world\r\nA\r\n, chunked!\r\n0\r\nX-Sum: 1\r\nY: 2\r\n\r\n\
+                 HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n";
+    let (out, left) = responses(input, None, false, Limits::default(), 2);
+    let [first, second] = <[_; 2]>::try_from(out).unwrap().map(Result::unwrap);
+    assert_eq!(first.body, b"hello world, chunked!");
+    assert!(first.reusable);
+    assert_eq!((second.body.len(), second.reusable, left), (0, true, Some(0)));
+}
+
+#[test]
+fn unframed_body_runs_to_eof_and_ends_the_connection() {
+    let res = response("HTTP/1.1 200 OK\r\n\r\nall of\r\n\r\nit");
+    assert_eq!((res.body.as_slice(), res.reusable), (&b"all of\r\n\r\nit"[..], false));
+    let res = response("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\nContent-Length: 2\r\n\r\n3\r\nabc");
+    assert_eq!((res.body.as_slice(), res.reusable), (&b"3\r\nabc"[..], false));
+}
+
+#[test]
+fn head_response_has_no_body_and_leaves_the_next_response_buffered() {
+    let input = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+    let (out, left) = responses(input, None, true, Limits::default(), 2);
+    for res in out {
+        let res = res.unwrap();
+        assert_eq!((res.status, res.body.len(), res.reusable), (200, 0, true));
+    }
+    assert_eq!(left, Some(0));
+    let mut conn = BufferedConn::new(Script { data: input.into(), pos: 0, cut: Cut::Whole, end: None });
+    read_response(&mut conn, true, &Limits::default()).unwrap();
+    assert!(conn.has_buffered());
+    read_response(&mut conn, true, &Limits::default()).unwrap();
+    assert!(!conn.has_buffered());
+}
+
+#[test]
+fn no_body_follows_204_or_304() {
+    let input = "HTTP/1.1 204 No Content\r\nContent-Length: 9\r\n\r\n\
+                 HTTP/1.1 304 Not Modified\r\nTransfer-Encoding: chunked\r\n\r\n\
+                 HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+    let (out, left) = responses(input, None, false, Limits::default(), 3);
+    let got: Vec<_> = out.into_iter().map(|r| r.map(|r| (r.status, r.body, r.reusable)).unwrap()).collect();
+    assert_eq!(got, [(204, vec![], true), (304, vec![], true), (200, b"ok".to_vec(), true)]);
+    assert_eq!(left, Some(0));
+}
+
+#[test]
+fn interim_responses_are_skipped() {
+    let res = response(
+        "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n\
+         HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok",
+    );
+    assert_eq!((res.status, res.body.as_slice(), res.reusable), (201, &b"ok"[..], true));
+    assert_eq!(header(&res.headers, "link"), None);
+}
+
+#[test]
+fn switching_protocols_is_final_and_not_reusable() {
+    let input = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nContent-Length: 3\r\n\r\nraw";
+    let (mut out, left) = responses(input, None, false, Limits::default(), 1);
+    let res = out.pop().unwrap().unwrap();
+    assert_eq!((res.status, res.body.len(), res.reusable), (101, 0, false));
+    assert_eq!(left, Some(3), "the new protocol's bytes stay unread");
+}
+
+#[test]
+fn back_to_back_responses_share_one_conn() {
+    let mut input = b"HTTP/1.1 200 OK\r\nContent-Length: 200000\r\n\r\n".to_vec();
+    input.extend(pattern(200_000));
+    input.extend(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n186a0\r\n");
+    input.extend(pattern(100_000));
+    input.extend(b"\r\n0\r\n\r\nHTTP/1.1 200 OK\r\nX-Long: ");
+    input.extend(vec![b'a'; 100_000]);
+    input.extend(b"\r\nContent-Length: 4\r\n\r\nlast");
+    let limits = Limits { max_head: 128 * 1024, ..Limits::default() };
+    let (out, left) = responses(input, None, false, limits, 3);
+    let bodies: Vec<_> = out.into_iter().map(|r| r.map(|r| (r.body, r.reusable)).unwrap()).collect();
+    assert_eq!(bodies, [(pattern(200_000), true), (pattern(100_000), true), (b"last".to_vec(), true)]);
+    assert_eq!(left, Some(0));
+}
+
+#[test]
+fn closing_before_any_byte_is_no_response() {
+    for end in [None, Some(ErrorKind::ConnectionReset), Some(ErrorKind::ConnectionAborted)] {
+        check_errors(
+            end,
+            Limits::default(),
+            &[("", "NoResponse: connection closed before any byte of the response arrived")],
+        );
+    }
+    for end in [ErrorKind::BrokenPipe, ErrorKind::UnexpectedEof] {
+        let (mut out, _) = responses("", Some(end), false, Limits::default(), 1);
+        assert!(matches!(out.pop(), Some(Err(WireError::NoResponse))), "for {end:?}");
+    }
+}
+
+#[test]
+fn closing_after_some_bytes_is_not_no_response() {
+    check_errors(
+        Some(ErrorKind::ConnectionReset),
+        Limits::default(),
+        &[("HTTP/1.1 200 OK\r\n", "Io: I/O error: connection reset")],
+    );
+    check_errors(
+        None,
+        Limits::default(),
+        &[("HTTP/1.1 100 Continue\r\n\r\n", "Truncated: response head cut short after 0 bytes")],
+    );
+}
+
+#[test]
+fn truncated_messages_say_what_was_cut_short() {
+    let chunked = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+    check_errors(
+        None,
+        Limits::default(),
+        &[
+            ("HTTP/1.1 200 OK\r\nContent-", "Truncated: response head cut short after 25 bytes"),
+            (&format!("{chunked}10\r\nabc"), "Truncated: response body cut short in a chunk: got 3 of 16 bytes"),
+            (&format!("{chunked}3\r\nabc\r"), "Truncated: response body cut short after a chunk"),
+            (&format!("{chunked}3\r\nabc\r\n1"), "Truncated: response body cut short in a chunk size line"),
+            (&format!("{chunked}0\r\nX: 1\r\n"), "Truncated: response body cut short in a trailer field"),
+            (
+                "HTTP/1.1 200 OK\r\nContent-Length: 20\r\n\r\n0123456789",
+                "Truncated: response body cut short: got 10 of 20 bytes",
+            ),
+        ],
+    );
+}
+
+#[test]
+fn malformed_messages_are_rejected() {
+    let chunked = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+    let many = format!("HTTP/1.1 200 OK\r\n{}\r\n", "X: y\r\n".repeat(101));
+    check_errors(
+        None,
+        Limits::default(),
+        &[
+            ("HTTP/1.1 2x0 OK\r\n\r\n", "Malformed: malformed response head: invalid response status"),
+            ("SSH-2.0-OpenSSH\r\n\r\n", "Malformed: malformed response head: invalid HTTP version"),
+            ("HTTP/1.1 099 Odd\r\n\r\n", "Malformed: malformed response head: status code 99"),
+            (&many, "Malformed: malformed response head: too many headers"),
+            (&format!("{chunked}zz\r\n"), "Malformed: malformed response body: invalid chunk size line \"zz\""),
+            (&format!("{chunked}\r\n"), "Malformed: malformed response body: invalid chunk size line \"\""),
+            (&format!("{chunked}3\n"), "Malformed: malformed response body: bare CR or LF in a chunk size line"),
+            (&format!("{chunked}3;a\rb\r\n"), "Malformed: malformed response body: bare CR or LF in a chunk size line"),
+            (
+                &format!("{chunked}1{}\r\n", "0".repeat(5000)),
+                "Malformed: malformed response body: a chunk size line longer than 4096 bytes",
+            ),
+            (&format!("{chunked}3\r\nabcd\r\n"), "Malformed: malformed response body: chunk data not followed by CRLF"),
+            (
+                "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!",
+                "Malformed: malformed response head: Content-Length 5 and 6",
+            ),
+            (
+                "HTTP/1.1 200 OK\r\nContent-Length: 5, 6\r\n\r\n",
+                "Malformed: malformed response head: Content-Length 5 and 6",
+            ),
+            (
+                "HTTP/1.1 200 OK\r\nContent-Length: +5\r\n\r\n",
+                "Malformed: malformed response head: invalid Content-Length \"+5\"",
+            ),
+            (
+                "HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999\r\n\r\n",
+                "Malformed: malformed response head: invalid Content-Length \"99999999999999999999\"",
+            ),
+        ],
+    );
+}
+
+#[test]
+fn limits_bound_heads_and_bodies() {
+    let limits = Limits { max_head: 50, max_body: 4 };
+    check_errors(
+        None,
+        limits,
+        &[
+            ("HTTP/1.1 200 OK\r\nX-Padding: 0123456789012345678901234\r\n\r\n", "Malformed: malformed response head: longer than 50 bytes"),
+            ("HTTP/1.1 200 OK\r\nX-Padding: 0123456789012345678901234", "Malformed: malformed response head: longer than 50 bytes"),
+            ("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", "TooLarge: response body longer than the limit of 4 bytes"),
+            ("HTTP/1.1 200 OK\r\n\r\nhello", "TooLarge: response body longer than the limit of 4 bytes"),
+            (
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nhel\r\n2\r\nlo\r\n0\r\n\r\n",
+                "TooLarge: response body longer than the limit of 4 bytes",
+            ),
+            (
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nW: 0123456789\r\nX: 0123456789\r\nY: 0123456789\r\nZ: 0123456789\r\n\r\n",
+                "Malformed: malformed response body: trailer section longer than 50 bytes",
+            ),
+        ],
+    );
+    for input in ["HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nhell", "HTTP/1.1 200 OK\r\n\r\nhell"] {
+        let (mut out, _) = responses(input, None, false, limits, 1);
+        assert_eq!(out.pop().unwrap().unwrap().body, b"hell");
+    }
+}
+
+#[test]
+fn connection_is_reusable_only_if_persistent_and_framed() {
+    let cases = [
+        ("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", true),
+        ("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", false),
+        ("HTTP/1.1 200 OK\r\nConnection: Upgrade, CLOSE\r\nContent-Length: 0\r\n\r\n", false),
+        ("HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nconnection: close\r\nContent-Length: 0\r\n\r\n", false),
+        ("HTTP/1.1 200 OK\r\nConnection: closed\r\nContent-Length: 0\r\n\r\n", true),
+        ("HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n", false),
+        ("HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 0\r\n\r\n", true),
+        ("HTTP/1.0 200 OK\r\nConnection: keep-alive\r\n\r\nbody", false),
+        ("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n0\r\n\r\n", false),
+        ("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", true),
+    ];
+    for (input, reusable) in cases {
+        let res = response(input);
+        assert_eq!(res.reusable, reusable, "for {input:?}");
+        assert_eq!(res.version, u8::from(input.starts_with("HTTP/1.1")));
+    }
+}
+
+#[test]
+fn timeouts_propagate_as_io_errors() {
+    for input in ["", "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"] {
+        let (mut out, _) = responses(input, Some(ErrorKind::TimedOut), false, Limits::default(), 1);
+        match out.pop() {
+            Some(Err(WireError::Io(e))) => assert_eq!(e.kind(), ErrorKind::TimedOut),
+            other => panic!("{other:?} for {input:?}"),
+        }
+    }
+}
+
+#[test]
+fn request_head_is_written_exactly() {
+    let h = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+        pairs.iter().map(|&(n, v)| (n.to_owned(), v.to_owned())).collect()
+    };
+    let cases = [
+        (
+            "GET",
+            "/a?b=1",
+            h(&[("Accept", "*/*")]),
+            0,
+            "GET /a?b=1 HTTP/1.1\r\nHost: example.com\r\nAccept: */*\r\n\r\n",
+        ),
+        ("POST", "/", h(&[]), 0, "POST / HTTP/1.1\r\nHost: example.com\r\nContent-Length: 0\r\n\r\n"),
+        ("DELETE", "/x", h(&[]), 3, "DELETE /x HTTP/1.1\r\nHost: example.com\r\nContent-Length: 3\r\n\r\n"),
+        (
+            "PUT",
+            "/",
+            h(&[("transfer-encoding", "chunked")]),
+            9,
+            "PUT / HTTP/1.1\r\nHost: example.com\r\ntransfer-encoding: chunked\r\n\r\n",
+        ),
+        (
+            "PATCH",
+            "/",
+            h(&[("content-length", "2")]),
+            2,
+            "PATCH / HTTP/1.1\r\nHost: example.com\r\ncontent-length: 2\r\n\r\n",
+        ),
+    ];
+    for (method, target, headers, body_len, expected) in cases {
+        let mut out = b"previous".to_vec();
+        write_request_head(&mut out, method, target, "example.com", &headers, body_len).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), format!("previous{expected}"));
+    }
+}
+
+#[test]
+fn request_head_rejects_cr_lf_and_nul() {
+    let cases = [
+        ("GET\r", "/", "h", ("A", "b"), "the method"),
+        ("GET", "/\nX: 1", "h", ("A", "b"), "the target"),
+        ("GET", "/", "h\r\nX: 1", ("A", "b"), "the host"),
+        ("GET", "/", "h", ("A\0", "b"), "a header name"),
+        ("GET", "/", "h", ("A", "b\r\n\r\nGET /evil HTTP/1.1"), "the value of header \"A\""),
+    ];
+    for (method, target, host, (name, value), what) in cases {
+        let mut out = Vec::new();
+        let err = write_request_head(&mut out, method, target, host, &[(name.into(), value.into())], 0).unwrap_err();
+        assert_eq!(describe(&err), format!("Malformed: malformed request head: CR, LF or NUL in {what}"));
+        assert!(out.is_empty());
+    }
+}

@@ -1,0 +1,4 @@
+//! One integration-test binary for the HTTP client.
+
+mod client;
+mod fixtures;
