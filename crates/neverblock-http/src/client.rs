@@ -243,7 +243,10 @@ impl Client {
     }
 
     fn follow(&self, request: &Request, deadline: Option<Instant>) -> Result<Response, Error> {
-        let mut url = parse(&request.url)?;
+        let mut url = match &request.parsed {
+            Some(url) => check_scheme(url.clone())?,
+            None => parse(&request.url)?,
+        };
         let mut method = request.method.clone();
         let mut body = request.body.as_slice();
         for hop in 0.. {

@@ -88,6 +88,8 @@ fn default_client() -> &'static Client {
 pub struct Request {
     method: String,
     url: String,
+    /// `url` parsed once, so a request sent many times is parsed once (`None`: invalid, reported when sent).
+    parsed: Option<url::Url>,
     headers: Vec<(String, String)>,
     body: Vec<u8>,
 }
@@ -95,7 +97,9 @@ pub struct Request {
 impl Request {
     /// A request with no extra headers and no body.
     pub fn new(method: impl Into<String>, url: impl Into<String>) -> Request {
-        Request { method: method.into(), url: url.into(), headers: Vec::new(), body: Vec::new() }
+        let url = url.into();
+        let parsed = url::Url::parse(&url).ok();
+        Request { method: method.into(), url, parsed, headers: Vec::new(), body: Vec::new() }
     }
 
     /// Adds a header.

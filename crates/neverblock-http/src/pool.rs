@@ -8,6 +8,9 @@ use super::conn::{Conn, Origin};
 use super::wire::BufferedConn;
 use neverblock::sync::Semaphore;
 
+/// How long a returned connection is trusted without checking that its server kept it open.
+const FRESH: Duration = Duration::from_millis(1);
+
 /// Idle connections and connection slots, per origin (scheme, host, port).
 #[derive(Debug)]
 pub(crate) struct Pool {
@@ -41,13 +44,17 @@ impl Pool {
 
     /// The most recently used idle connection to `origin` that has not expired
     /// and that its server has not closed; the others met on the way are closed.
+    ///
+    /// A connection idle for less than [`FRESH`] is taken without asking the
+    /// socket (a system call per request under load): no server's idle timeout
+    /// is that short, and the client's retry covers a server that closed anyway.
     pub(crate) fn take_idle(&self, origin: &Origin) -> Option<BufferedConn<Conn>> {
         let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
         let host = hosts.get_mut(origin)?;
         let now = Instant::now();
         host.idle.retain(|(_, since)| now.duration_since(*since) < self.idle_timeout);
-        while let Some((conn, _)) = host.idle.pop() {
-            if conn.get_ref().looks_idle() {
+        while let Some((conn, since)) = host.idle.pop() {
+            if now.duration_since(since) < FRESH || conn.get_ref().looks_idle() {
                 return Some(conn);
             }
         }
