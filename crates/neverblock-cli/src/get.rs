@@ -52,6 +52,7 @@ pub(crate) fn run(args: GetArgs) -> anyhow::Result<()> {
             "latency_ms": {"p50": ms(50.0), "p90": ms(90.0), "p99": ms(99.0), "max": ms(100.0)},
         });
         println!("{row}");
+        anyhow::ensure!(outcome.ok() > 0, "no request succeeded");
         return Ok(());
     }
     eprintln!();

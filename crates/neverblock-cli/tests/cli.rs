@@ -61,3 +61,68 @@ fn fiber_chain_max_names_the_limit_that_stopped_it() {
     assert!((20_000..40_000).contains(&max), "{row}");
     assert!(row["params"]["stopped_by"].as_str().unwrap().contains("vm.max_map_count"), "{row}");
 }
+
+/// A `delay-server` child on a free port, killed on drop.
+struct DelayServer(std::process::Child, String);
+
+impl DelayServer {
+    fn start(delay: &str) -> DelayServer {
+        use std::io::BufRead;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_neverblock"))
+            .args(["delay-server", "--port", "0", "--delay", delay])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start delay-server");
+        let mut url = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut url).unwrap();
+        DelayServer(child, url.trim().to_owned())
+    }
+}
+
+impl Drop for DelayServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn get_against_the_delay_server_reports_every_request() {
+    let server = DelayServer::start("5ms");
+    for keepalive in [false, true] {
+        let mut args = vec!["get", server.1.as_str(), "-n", "200", "-c", "50", "--json"];
+        if keepalive {
+            args.push("--keepalive");
+        }
+        let (ok, stdout, stderr) = neverblock(&args);
+        assert!(ok, "{stderr}");
+        let row: Value = serde_json::from_str(stdout.trim()).unwrap();
+        assert_eq!(row["ok"], 200, "{row}");
+        assert_eq!(row["errors"], serde_json::json!({}), "{row}");
+        assert!(row["latency_ms"]["p50"].as_f64().unwrap() >= 5.0, "every answer waited the delay: {row}");
+    }
+}
+
+#[test]
+fn get_reports_refused_connections_as_errors() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("http://127.0.0.1:{port}/");
+    let (ok, stdout, _) = neverblock(&["get", &url, "-n", "10", "-c", "2", "--json"]);
+    assert!(!ok, "a run where nothing succeeded fails");
+    assert!(stdout.contains("\"Refused\":10"), "{stdout}");
+}
+
+#[test]
+fn delay_client_bench_prints_a_row_per_client() {
+    let (ok, stdout, stderr) = neverblock(&["bench", "delay-client", "--delays", "0,20", "-n", "50", "--json"]);
+    assert!(ok, "{stderr}");
+    let rows = rows(&stdout);
+    for implementation in ["neverblock", "blocking", "os-threads"] {
+        let mine: Vec<_> = rows.iter().filter(|r| r["impl"] == implementation).collect();
+        assert_eq!(mine.len(), 2, "{implementation}: {stdout}");
+        assert!(mine.iter().all(|r| r["metrics"]["ok"] == 50), "{implementation}: {stdout}");
+    }
+    let fibers = rows.iter().find(|r| r["impl"] == "neverblock" && r["params"]["delay_ms"] == 20).unwrap();
+    assert!(fibers["metrics"]["bound_pct"].as_f64().unwrap() > 0.0);
+}

@@ -80,7 +80,7 @@ pub(crate) fn run(args: DelayClientArgs) -> anyhow::Result<()> {
             requests: args.requests,
             concurrency: args.requests,
             keepalive: false,
-            threads: 1,
+            threads: neverblock::runtime::available_threads(),
             timeout: Duration::from_secs(30),
             progress: false,
         })?;
