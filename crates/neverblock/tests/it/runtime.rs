@@ -67,18 +67,21 @@ fn a_yield_loop_does_not_starve_timers_or_io() {
 fn a_hundred_thousand_sleeping_fibers_all_wake_in_deadline_order() {
     let woke = run(|| {
         let log = Rc::new(RefCell::new(Vec::with_capacity(100_000)));
-        // Spawned fibers first run when this one parks; the base is set after spawning.
+        // Every sleeper first parks at a gate; the gate opens (and the base is set)
+        // only after all have run once, so the cost of their first runs (fresh
+        // stacks, slow under a sanitizer) cannot eat into the margin.
         let base = Rc::new(Cell::new(None));
-        // Set by a task spawned after all sleepers, so it runs last in their first batch.
+        let gate = Rc::new(neverblock::sync::Notify::new());
+        // Set by a task queued after every woken sleeper, so it runs last in their batch.
         // No timer expires within a batch: a fiber that logs after the marker parked;
-        // one that logs before it found its deadline already past (slow builds) and
-        // rightly did not park.
+        // one that logs before it found its deadline already past and rightly did not park.
         let marker_ran = Rc::new(Cell::new(false));
         let tasks: Vec<_> = (0..100_000u64)
             .map(|i| {
-                let (log, base, marker_ran) = (log.clone(), base.clone(), marker_ran.clone());
+                let (log, base, gate, marker_ran) = (log.clone(), base.clone(), gate.clone(), marker_ran.clone());
                 spawn(move || {
-                    let base: Instant = base.get().expect("set before any fiber runs");
+                    gate.notified().unwrap();
+                    let base: Instant = base.get().expect("set before the gate opens");
                     let deadline = base + Duration::from_micros((i * 7919) % 500_000);
                     neverblock::sleep_until(deadline);
                     assert!(Instant::now() >= deadline);
@@ -86,9 +89,13 @@ fn a_hundred_thousand_sleeping_fibers_all_wake_in_deadline_order() {
                 })
             })
             .collect();
-        let m = marker_ran.clone();
-        let marker = spawn(move || m.set(true));
-        base.set(Some(Instant::now() + Duration::from_millis(1000)));
+        let opener = spawn(move || {
+            base.set(Some(Instant::now() + Duration::from_millis(1000)));
+            gate.notify_all();
+            let m = marker_ran.clone();
+            spawn(move || m.set(true))
+        });
+        let marker = opener.join().unwrap();
         tasks.into_iter().for_each(|t| t.join().unwrap());
         marker.join().unwrap();
         log.take()
