@@ -35,11 +35,13 @@ impl Pool {
     /// The semaphore that caps connections to `origin`: hold a permit while using one.
     pub(crate) fn slots(&self, origin: &Origin) -> Arc<Semaphore> {
         let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
-        let per_host = self.per_host;
-        let host = hosts
-            .entry(origin.clone())
-            .or_insert_with(|| Host { idle: Vec::new(), slots: Arc::new(Semaphore::new(per_host)) });
-        host.slots.clone()
+        if let Some(host) = hosts.get(origin) {
+            return host.slots.clone();
+        }
+        // Only a host's first request pays for copying its origin into the map.
+        let slots = Arc::new(Semaphore::new(self.per_host));
+        hosts.insert(origin.clone(), Host { idle: Vec::new(), slots: slots.clone() });
+        slots
     }
 
     /// The most recently used idle connection to `origin` that has not expired
