@@ -163,7 +163,7 @@ fn connecting_to_a_closed_port_is_refused() {
 }
 
 #[test]
-fn host_names_resolve_on_the_blocking_pool() {
+fn host_names_resolve_and_literal_addresses_connect() {
     let (addrs, conn_peer, listen_addr) = run(|| {
         let listener = TcpListener::bind(("127.0.0.1", 0)).unwrap();
         let port = listener.local_addr().unwrap().port();
