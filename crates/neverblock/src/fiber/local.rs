@@ -31,6 +31,14 @@ pub(crate) fn inherited_now() -> Inherited {
     switch::with_current(|me| me.locals.inherited())
 }
 
+/// Gives the running fiber exactly the values `inherited`, dropping the ones it
+/// held first (a runtime's worker fiber, between one task and the next).
+pub(crate) fn reset_current(inherited: Inherited) {
+    let held = switch::with_current(|me| me.locals.entries.take());
+    drop(held);
+    switch::with_current(|me| me.locals.extend(inherited));
+}
+
 impl Locals {
     /// The entries a fiber created now receives (shared, like Ruby's shallow copy).
     pub(crate) fn inherited(&self) -> Inherited {

@@ -98,8 +98,9 @@ use std::rc::Rc;
 
 pub use error::{FiberError, PanicPayload, TypeMismatch};
 pub use local::FiberLocal;
-pub(crate) use local::{inherited_now, Inherited};
+pub(crate) use local::{inherited_now, reset_current as reset_locals, Inherited};
 pub use stack::{set_stack_limit, stack_stats, StackError, StackStats, DEFAULT_STACK_SIZE};
+pub(crate) use switch::unwinding_a_dropped_fiber;
 
 use switch::Core;
 
@@ -297,6 +298,11 @@ impl<T: 'static> Fiber<T> {
     #[inline(always)]
     pub fn transfer(&self, value: T) -> Result<T, FiberError> {
         switch::transfer(&self.core, value)
+    }
+
+    /// Whether this is the running fiber.
+    pub(crate) fn is_current(&self) -> bool {
+        switch::is_current(&self.core)
     }
 
     /// Where this fiber is in its life.

@@ -343,6 +343,17 @@ pub(crate) fn current() -> Rc<Core> {
     })
 }
 
+/// Whether a dropped fiber is unwinding on this thread now (code that catches
+/// panics on a fiber's stack must let that one through).
+pub(crate) fn unwinding_a_dropped_fiber() -> bool {
+    with_state(State::unwinding)
+}
+
+/// Whether `core` is the running fiber.
+pub(crate) fn is_current(core: &Core) -> bool {
+    with_state(|st| std::ptr::eq(core, st.current.get()))
+}
+
 /// Ruby's `fiber.resume(value)`.
 #[inline(always)]
 pub(crate) fn resume<T: 'static>(target: &Rc<Core>, value: T) -> Result<T, FiberError> {

@@ -99,11 +99,6 @@ impl Reactor {
         !self.timers.borrow().is_empty()
     }
 
-    /// Whether a timer is due at `now`.
-    pub(crate) fn timer_due(&self, now: Instant) -> bool {
-        self.timers.borrow_mut().next_deadline().is_some_and(|d| d <= now)
-    }
-
     /// Whether some task waits for an fd.
     pub(crate) fn has_fd_waiters(&self) -> bool {
         self.fd_waiters.get() > 0
@@ -167,6 +162,16 @@ impl Reactor {
             self.register(fd)?;
         }
         Ok(self.wait_fd(fd, interest, wake))
+    }
+
+    /// The tasks whose timers are due, without asking the poller (no system call).
+    pub(crate) fn expire_timers(&self) -> Turn {
+        let mut turn = Turn { woken: Vec::new(), remote: false };
+        let mut timers = self.timers.borrow_mut();
+        if !timers.is_empty() {
+            timers.expire(Instant::now(), &mut turn.woken);
+        }
+        turn
     }
 
     /// Waits for readiness, a deadline or a remote wake (at most `timeout`, `None`

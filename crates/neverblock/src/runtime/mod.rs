@@ -58,7 +58,6 @@ pub use threads::{
 };
 
 use scheduler::{Scheduler, Woken};
-use task::JoinSlot;
 
 /// Runs `f` in a fiber of a new runtime on this thread, until it returns, and
 /// returns its value; fibers still parked then are cancelled (their stacks unwind).
@@ -149,12 +148,9 @@ fn try_spawn_on<T: 'static>(
     name: Option<Rc<str>>,
     f: impl FnOnce() -> T + 'static,
 ) -> Result<JoinHandle<T>, SpawnError> {
-    let slot = JoinSlot::new();
-    let (for_body, for_end) = (slot.clone(), slot.clone());
-    let body = Box::new(move || for_body.set(Ok(f())));
-    let complete = Box::new(move |outcome| for_end.complete(outcome));
-    let id = scheduler.spawn(name, body, complete);
-    Ok(JoinHandle { id, slot })
+    let (job, cell) = task::job(f);
+    let id = scheduler.spawn(name, job);
+    Ok(JoinHandle { id, cell })
 }
 
 /// Why a fiber could not be spawned.

@@ -1,15 +1,26 @@
 //! Work handed to a runtime's thread from other threads: closures queued under a
-//! lock, and the loop woken through its eventfd.
+//! lock, and the loop woken through its eventfd. Every live runtime is listed
+//! by its id, so a waiter needs to carry only that id to wake a fiber from
+//! another thread.
 
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use super::scheduler::Scheduler;
 use crate::sys::epoll::Waker;
 
 type Job = Box<dyn FnOnce(&Scheduler) + Send>;
 
+/// The runtimes alive in the process, by id (a handful: one per runtime thread).
+static LIVE: Mutex<Vec<(u64, Weak<Inner>)>> = Mutex::new(Vec::new());
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// The receiving end, owned by the runtime's thread.
 pub(crate) struct Remote {
+    id: u64,
     inner: Arc<Inner>,
 }
 
@@ -21,12 +32,17 @@ pub(crate) struct RemoteHandle {
 
 struct Inner {
     jobs: Mutex<Vec<Job>>,
+    /// Set with every job, cleared when the jobs are taken: read without the lock.
+    pending: AtomicBool,
     waker: Arc<Waker>,
 }
 
 impl Remote {
-    pub(crate) fn new(waker: Arc<Waker>) -> Remote {
-        Remote { inner: Arc::new(Inner { jobs: Mutex::new(Vec::new()), waker }) }
+    /// The receiving end of the runtime `id`, listed so [`find`] reaches it.
+    pub(crate) fn new(id: u64, waker: Arc<Waker>) -> Remote {
+        let inner = Arc::new(Inner { jobs: Mutex::new(Vec::new()), pending: AtomicBool::new(false), waker });
+        lock(&LIVE).push((id, Arc::downgrade(&inner)));
+        Remote { id, inner }
     }
 
     pub(crate) fn handle(&self) -> RemoteHandle {
@@ -35,22 +51,48 @@ impl Remote {
 
     /// Whether another thread could still hand in work (a handle is alive or work waits).
     pub(crate) fn may_wake(&self) -> bool {
-        Arc::strong_count(&self.inner) > 1 || !self.inner.jobs.lock().unwrap_or_else(|p| p.into_inner()).is_empty()
+        Arc::strong_count(&self.inner) > 1 || self.has_work()
+    }
+
+    /// Whether work has been handed in and not yet run.
+    pub(crate) fn has_work(&self) -> bool {
+        self.inner.pending.load(Ordering::Acquire)
     }
 
     /// Runs every job handed in so far, on this thread.
     pub(crate) fn drain(&self, scheduler: &Scheduler) {
-        let jobs = std::mem::take(&mut *self.inner.jobs.lock().unwrap_or_else(|p| p.into_inner()));
+        let jobs = {
+            let mut jobs = lock(&self.inner.jobs);
+            self.inner.pending.store(false, Ordering::Release);
+            std::mem::take(&mut *jobs)
+        };
         for job in jobs {
             job(scheduler);
         }
     }
 }
 
+impl Drop for Remote {
+    fn drop(&mut self) {
+        lock(&LIVE).retain(|(id, _)| *id != self.id);
+    }
+}
+
+/// The sending end of the live runtime `id`, if it is still running.
+pub(crate) fn find(id: u64) -> Option<RemoteHandle> {
+    let live = lock(&LIVE);
+    let inner = live.iter().find(|(live_id, _)| *live_id == id)?.1.upgrade()?;
+    Some(RemoteHandle { inner })
+}
+
 impl RemoteHandle {
     /// Queues `job` to run on the runtime's thread and wakes its loop.
     pub(crate) fn send(&self, job: Job) {
-        self.inner.jobs.lock().unwrap_or_else(|p| p.into_inner()).push(job);
+        {
+            let mut jobs = lock(&self.inner.jobs);
+            jobs.push(job);
+            self.inner.pending.store(true, Ordering::Release);
+        }
         // A failed wake means the eventfd is gone with its runtime; the job is dropped with it.
         let _ = self.inner.waker.wake();
     }

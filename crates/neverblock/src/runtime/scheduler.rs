@@ -1,22 +1,25 @@
-//! One thread's scheduler: a FIFO run queue of tasks, each a fiber, switched to
-//! from the root with `transfer` and parked by transferring back (the design of
-//! Ruby 3's fiber schedulers).
+//! One thread's scheduler: a FIFO run queue of tasks, run on reused worker
+//! fibers. A task that parks (or ends) transfers straight to the next runnable
+//! task, as Go's `schedule` does; the root fiber runs the event loop and is
+//! switched to only when nothing is runnable or every `POLL_EVERY` switches.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::VecDeque;
 use std::io;
-use std::panic;
+use std::panic::{self, AssertUnwindSafe};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::fiber::{inherited_now, Builder, Fiber, FiberError, Inherited, PanicPayload, StackError};
+use slab::Slab;
+
+use super::task::Job;
+use crate::fiber::{self, inherited_now, Fiber, Inherited, PanicPayload, StackError};
 use crate::reactor::timer::TimerKey;
 use crate::reactor::{Reactor, Wake};
 
-/// Batches of runnable fibers between two polls for I/O when none is idle (tokio's figure).
+/// Task switches between two polls for timers and I/O while tasks are runnable (tokio's figure).
 const POLL_EVERY: u32 = 61;
 
 /// `Wake::park` of a timeout scope's timer: it wakes the task whatever it is parked on.
@@ -51,12 +54,14 @@ enum State {
 }
 
 struct Task {
-    /// What the task runs, until its fiber is made (when it first runs).
-    start: Option<(Box<dyn FnOnce()>, Inherited)>,
-    /// The task's own fiber, made when it first runs: spawned tasks hold no stack
-    /// until then, so short tasks run one after another on a recycled, warm stack.
-    main: Option<Fiber<()>>,
-    /// The fiber to continue when woken: the task, or a fiber it resumed that parked.
+    /// `seq << 32 | slab key`: unique among live tasks, and a wake for an ended
+    /// task never finds the next task in its slab entry.
+    id: u64,
+    /// What the task runs and the fiber-local values it starts with, until a
+    /// worker fiber takes them up.
+    start: Option<(Rc<dyn Job>, Inherited)>,
+    /// The fiber to continue when woken: the worker running the task, or a fiber
+    /// the task resumed that parked. `None` until the task starts.
     resume_at: Option<Fiber<()>>,
     state: State,
     /// Counts parks, so that a wake meant for an earlier park is ignored.
@@ -66,25 +71,6 @@ struct Task {
     deadlines: Vec<(Instant, TimerKey)>,
     timed_out: bool,
     name: Option<Rc<str>>,
-    complete: Box<dyn FnOnce(Outcome)>,
-}
-
-/// Hashes task ids (sequential `u64`s, never chosen by an adversary) by one multiply.
-#[derive(Default)]
-struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        bytes.iter().for_each(|b| self.0 = (self.0 << 8 | u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-    }
-
-    fn write_u64(&mut self, id: u64) {
-        self.0 = id.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
 }
 
 /// One thread's tasks and event loop.
@@ -92,13 +78,21 @@ pub(crate) struct Scheduler {
     root: Fiber<()>,
     pub(crate) reactor: Reactor,
     remote: super::remote::Remote,
-    tasks: RefCell<HashMap<u64, Task, BuildHasherDefault<IdHasher>>>,
+    tasks: RefCell<Slab<Task>>,
     queue: RefCell<VecDeque<u64>>,
+    /// Worker fibers between tasks, the most recently used last.
+    idle_workers: RefCell<Vec<Fiber<()>>>,
     current: Cell<Option<u64>>,
-    next_id: Cell<u64>,
+    next_seq: Cell<u32>,
+    /// Switches since the root last polled; at `POLL_EVERY` the next one goes to the root.
+    switches: Cell<u32>,
+    /// The task whose end ends `run_until_done`.
+    main: Cell<u64>,
+    /// Tasks parked on a `Waiter`, which another thread may hold: while there are
+    /// any, an idle loop waits rather than report a deadlock.
+    waiting: Cell<usize>,
     /// Live tasks, readable from other threads (for "least loaded" placement).
     load: Arc<AtomicUsize>,
-    thread: std::thread::ThreadId,
 }
 
 thread_local! {
@@ -115,19 +109,35 @@ pub(crate) fn current() -> Option<Rc<Scheduler>> {
     CONTEXT.try_with(|c| c.borrow().clone()).ok().flatten()
 }
 
+/// Wakes a task of the runtime `scheduler`: directly on its own thread, through
+/// its remote queue from any other (nothing, if that runtime has ended).
+pub(crate) fn wake_on(scheduler: u64, wake: Wake) {
+    let woken_here = CONTEXT
+        .try_with(|c| c.borrow().as_ref().filter(|s| s.id() == scheduler).map(|s| s.wake(wake)).is_some())
+        .unwrap_or(false);
+    if !woken_here {
+        if let Some(remote) = super::remote::find(scheduler) {
+            remote.send(Box::new(move |s| s.wake(wake)));
+        }
+    }
+}
+
 impl Scheduler {
     pub(crate) fn new() -> io::Result<Scheduler> {
         let reactor = Reactor::new()?;
         Ok(Scheduler {
             root: Fiber::current(),
-            remote: super::remote::Remote::new(reactor.remote_waker()),
+            remote: super::remote::Remote::new(reactor.id(), reactor.remote_waker()),
             reactor,
-            tasks: RefCell::new(HashMap::default()),
+            tasks: RefCell::new(Slab::new()),
             queue: RefCell::new(VecDeque::new()),
+            idle_workers: RefCell::new(Vec::new()),
             current: Cell::new(None),
-            next_id: Cell::new(1),
+            next_seq: Cell::new(1),
+            switches: Cell::new(0),
+            main: Cell::new(0),
+            waiting: Cell::new(0),
             load: Arc::new(AtomicUsize::new(0)),
-            thread: std::thread::current().id(),
         })
     }
 
@@ -143,17 +153,21 @@ impl Scheduler {
         Exit
     }
 
-    /// Adds a task running `body`; `complete` hears how it ended.
-    pub(crate) fn spawn(
-        &self,
-        name: Option<Rc<str>>,
-        body: Box<dyn FnOnce()>,
-        complete: Box<dyn FnOnce(Outcome)>,
-    ) -> u64 {
-        let id = self.next_id.replace(self.next_id.get() + 1);
-        let task = Task {
-            start: Some((body, inherited_now())),
-            main: None,
+    /// This scheduler's number: unique in the process, never reused (its reactor's).
+    pub(crate) fn id(&self) -> u64 {
+        self.reactor.id()
+    }
+
+    /// Adds a task running `job`.
+    pub(crate) fn spawn(&self, name: Option<Rc<str>>, job: Rc<dyn Job>) -> u64 {
+        let seq = self.next_seq.get();
+        self.next_seq.set(seq.checked_add(1).unwrap_or(1));
+        let mut tasks = self.tasks.borrow_mut();
+        let entry = tasks.vacant_entry();
+        let id = u64::from(seq) << 32 | entry.key() as u64;
+        entry.insert(Task {
+            id,
+            start: Some((job, inherited_now())),
             resume_at: None,
             state: State::Runnable,
             park: 0,
@@ -161,11 +175,10 @@ impl Scheduler {
             deadlines: Vec::new(),
             timed_out: false,
             name,
-            complete,
-        };
-        self.tasks.borrow_mut().insert(id, task);
+        });
+        drop(tasks);
         self.queue.borrow_mut().push_back(id);
-        self.load.fetch_add(1, Ordering::Relaxed);
+        self.load.store(self.load.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         id
     }
 
@@ -174,7 +187,12 @@ impl Scheduler {
     }
 
     pub(crate) fn task_name(&self, id: u64) -> Option<Rc<str>> {
-        self.tasks.borrow().get(&id).and_then(|t| t.name.clone())
+        self.with_task(id, |t| t.name.clone()).flatten()
+    }
+
+    fn with_task<R>(&self, id: u64, f: impl FnOnce(&mut Task) -> R) -> Option<R> {
+        let mut tasks = self.tasks.borrow_mut();
+        tasks.get_mut(id as u32 as usize).filter(|t| t.id == id).map(f)
     }
 
     /// Parks the running task: `register` learns the `Wake` that ends the park.
@@ -196,80 +214,176 @@ impl Scheduler {
         self.park_inner(register, true)
     }
 
-    /// Like [`park`](Self::park), but an expired `timeout` scope does not end it
-    /// (for waits on work that cannot be abandoned, such as a blocking-pool job).
-    pub(crate) fn park_through_timeouts(&self, register: impl FnOnce(Wake)) {
+    /// Like [`park`](Self::park), for a wake that may come from another thread; when
+    /// not `interruptible`, an expired `timeout` scope does not end it (for waits on
+    /// work that cannot be abandoned, such as a blocking-pool job).
+    pub(crate) fn park_for_waiter(&self, register: impl FnOnce(Wake), interruptible: bool) -> Woken {
+        struct Waiting<'a>(&'a Cell<usize>);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.set(self.0.get() - 1);
+            }
+        }
+        self.waiting.set(self.waiting.get() + 1);
+        let _waiting = Waiting(&self.waiting);
         self.park_inner(
             |wake| {
                 register(wake);
                 false
             },
-            false,
-        );
+            interruptible,
+        )
     }
 
     fn park_inner(&self, register: impl FnOnce(Wake) -> bool, interruptible: bool) -> Woken {
         let id = self.current.get().expect("park is called from a task");
-        let wake = {
-            let mut tasks = self.tasks.borrow_mut();
-            let task = tasks.get_mut(&id).expect("the running task is registered");
-            if task.timed_out && interruptible {
-                return Woken::TimedOut;
-            }
-            task.park += 1;
-            task.state = State::Parked;
-            task.resume_at = Some(Fiber::current());
-            Wake { task: id, park: task.park }
-        };
+        let wake = self
+            .with_task(id, |task| {
+                if task.timed_out && interruptible {
+                    return None;
+                }
+                task.park += 1;
+                task.state = State::Parked;
+                continue_here(task);
+                Some(Wake { task: id, park: task.park })
+            })
+            .expect("the running task is registered");
+        let Some(wake) = wake else { return Woken::TimedOut };
         if register(wake) {
-            let mut tasks = self.tasks.borrow_mut();
-            let task = tasks.get_mut(&id).expect("the running task is registered");
-            task.park += 1;
-            task.state = State::Running;
+            self.with_task(id, |task| {
+                task.park += 1;
+                task.state = State::Running;
+            });
             return Woken::Ready;
         }
-        self.switch_to_root(id)
+        self.switch_away(id)
     }
 
     /// Puts the running task at the back of the run queue and lets the others run.
     pub(crate) fn yield_task(&self) {
         let id = self.current.get().expect("yield is called from a task");
-        {
-            let mut tasks = self.tasks.borrow_mut();
-            let task = tasks.get_mut(&id).expect("the running task is registered");
+        self.with_task(id, |task| {
             task.state = State::Runnable;
-            task.resume_at = Some(Fiber::current());
-        }
+            continue_here(task);
+        });
         self.queue.borrow_mut().push_back(id);
-        self.switch_to_root(id);
+        self.switch_away(id);
     }
 
-    fn switch_to_root(&self, id: u64) -> Woken {
-        self.root.transfer(()).expect("the scheduler waits in transfer");
-        let tasks = self.tasks.borrow();
-        let task = tasks.get(&id).expect("a woken task is registered");
-        if task.cancelled {
-            drop(tasks);
+    /// Hands control to whatever runs next and, once the task `id` is continued,
+    /// tells it why.
+    fn switch_away(&self, id: u64) -> Woken {
+        self.dispatch();
+        let (cancelled, timed_out) =
+            self.with_task(id, |t| (t.cancelled, t.timed_out)).expect("a woken task is registered");
+        if cancelled {
             panic::resume_unwind(Box::new(Cancelled));
         }
-        if task.timed_out {
+        if timed_out {
             Woken::TimedOut
         } else {
             Woken::Ready
         }
     }
 
+    /// From a task's fiber: switches straight to the next runnable task (Go's
+    /// scheduler does the same), or to the root when none is runnable or it is
+    /// time to poll. Returns when the calling fiber is switched to again.
+    fn dispatch(&self) {
+        let next = self.next_fiber();
+        next.as_ref().unwrap_or(&self.root).transfer(()).expect("a task or the root waits in transfer");
+    }
+
+    /// Takes the next runnable task off the queue (giving a fresh one a worker
+    /// fiber), makes it current and returns the fiber to continue; `None` (with no
+    /// current task) when the root should run: the queue is empty, or the loop has
+    /// not polled for `POLL_EVERY` switches.
+    fn next_fiber(&self) -> Option<Fiber<()>> {
+        loop {
+            if self.switches.get() >= POLL_EVERY {
+                break;
+            }
+            let Some(id) = self.queue.borrow_mut().pop_front() else { break };
+            let mut tasks = self.tasks.borrow_mut();
+            let Some(task) = tasks.get_mut(id as u32 as usize).filter(|t| t.id == id) else { continue };
+            if task.state != State::Runnable {
+                continue;
+            }
+            if task.resume_at.is_none() {
+                let refusal = if task.cancelled {
+                    Some(Outcome::Cancelled) // cancelled before it ever ran: it never will
+                } else {
+                    match self.worker() {
+                        Ok(worker) => {
+                            task.resume_at = Some(worker);
+                            None
+                        }
+                        Err(e) => Some(Outcome::NoStack(e)),
+                    }
+                };
+                if let Some(outcome) = refusal {
+                    let mut task = tasks.remove(id as u32 as usize);
+                    drop(tasks);
+                    let (job, _) = task.start.take().expect("a task that never ran has its job");
+                    self.end(&task, &*job, outcome);
+                    continue;
+                }
+            }
+            task.state = State::Running;
+            self.switches.set(self.switches.get() + 1);
+            self.current.set(Some(id));
+            return task.resume_at.clone();
+        }
+        self.current.set(None);
+        None
+    }
+
+    /// An idle worker fiber, or a new one.
+    fn worker(&self) -> Result<Fiber<()>, StackError> {
+        match self.idle_workers.borrow_mut().pop() {
+            Some(worker) => Ok(worker),
+            None => fiber::Builder::new().build_inheriting(Some(Vec::new()), |()| work()),
+        }
+    }
+
+    /// Reports how a task ended: its timers go, its joiner hears.
+    fn end(&self, task: &Task, job: &dyn Job, outcome: Outcome) {
+        self.load.store(self.load.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
+        for (_, key) in &task.deadlines {
+            self.reactor.cancel_timer(*key);
+        }
+        if task.id == self.main.get() {
+            self.switches.set(POLL_EVERY); // back to the root, which returns
+        }
+        job.complete(outcome);
+    }
+
+    /// Ends the task `id`, which ran `job` to its end on the running worker.
+    fn finish(&self, id: u64, job: &dyn Job, ran: std::thread::Result<()>) {
+        let task = self.tasks.borrow_mut().remove(id as u32 as usize);
+        let outcome = match ran {
+            Ok(()) => Outcome::Returned,
+            Err(payload) if task.cancelled || payload.is::<Cancelled>() => Outcome::Cancelled,
+            Err(payload) => Outcome::Panicked(PanicPayload::new(payload)),
+        };
+        self.end(&task, job, outcome);
+    }
+
     /// Makes a parked task runnable, if `wake` is for its current park.
     pub(crate) fn wake(&self, wake: Wake) {
-        let mut tasks = self.tasks.borrow_mut();
-        let Some(task) = tasks.get_mut(&wake.task) else { return };
-        if wake.park == TIMEOUT {
-            task.timed_out = true;
-        } else if wake.park != task.park {
-            return;
-        }
-        if task.state == State::Parked {
-            task.state = State::Runnable;
+        let runnable = self.with_task(wake.task, |task| {
+            if wake.park == TIMEOUT {
+                task.timed_out = true;
+            } else if wake.park != task.park {
+                return false;
+            }
+            let parked = task.state == State::Parked;
+            if parked {
+                task.state = State::Runnable;
+            }
+            parked
+        });
+        if runnable == Some(true) {
             self.queue.borrow_mut().push_back(wake.task);
         }
     }
@@ -277,36 +391,44 @@ impl Scheduler {
     /// Asks a task to stop: it unwinds from the call it is parked in (at once if
     /// it never ran). Returns false if the task is already gone.
     pub(crate) fn cancel(&self, id: u64) -> bool {
-        let mut tasks = self.tasks.borrow_mut();
-        let Some(task) = tasks.get_mut(&id) else { return false };
-        task.cancelled = true;
-        if task.state == State::Parked {
-            task.state = State::Runnable;
+        let parked = self.with_task(id, |task| {
+            task.cancelled = true;
+            let parked = task.state == State::Parked;
+            if parked {
+                task.state = State::Runnable;
+            }
+            parked
+        });
+        if parked == Some(true) {
             self.queue.borrow_mut().push_back(id);
         }
-        true
+        parked.is_some()
     }
 
     /// Enters a `timeout` scope ending at `deadline` for the running task.
     pub(crate) fn push_deadline(&self, deadline: Instant) {
         let id = self.current.get().expect("timeout is called from a task");
         let key = self.reactor.add_timer(deadline, Wake { task: id, park: TIMEOUT });
-        let mut tasks = self.tasks.borrow_mut();
-        let task = tasks.get_mut(&id).expect("the running task is registered");
-        task.deadlines.push((deadline, key));
-        task.timed_out |= deadline <= Instant::now();
+        self.with_task(id, |task| {
+            task.deadlines.push((deadline, key));
+            task.timed_out |= deadline <= Instant::now();
+        })
+        .expect("the running task is registered");
     }
 
     /// Leaves the innermost `timeout` scope; returns whether its deadline passed.
     pub(crate) fn pop_deadline(&self) -> bool {
         let id = self.current.get().expect("timeout is called from a task");
-        let mut tasks = self.tasks.borrow_mut();
-        let task = tasks.get_mut(&id).expect("the running task is registered");
-        let (deadline, key) = task.deadlines.pop().expect("scopes are balanced");
+        let (deadline, key) = self
+            .with_task(id, |task| {
+                let (deadline, key) = task.deadlines.pop().expect("scopes are balanced");
+                let now = Instant::now();
+                task.timed_out = task.deadlines.iter().any(|(d, _)| *d <= now);
+                (deadline, key)
+            })
+            .expect("the running task is registered");
         self.reactor.cancel_timer(key);
-        let now = Instant::now();
-        task.timed_out = task.deadlines.iter().any(|(d, _)| *d <= now);
-        deadline <= now
+        deadline <= Instant::now()
     }
 
     /// Runs tasks until `main` has finished.
@@ -316,117 +438,57 @@ impl Scheduler {
     /// When every task is parked and nothing (timer, fd, other thread) can wake
     /// one, or when the poller fails.
     pub(crate) fn run_until_done(&self, main: u64) -> io::Result<()> {
-        let remote = &self.remote;
-        let mut batches_since_poll = 0;
+        self.main.set(main);
         loop {
-            // Run only the tasks runnable now: a task that yields goes behind timers and I/O.
-            let batch = self.queue.borrow().len();
-            for _ in 0..batch {
-                let Some(id) = self.queue.borrow_mut().pop_front() else { break };
-                self.run_task(id);
+            self.switches.set(0);
+            if let Some(next) = self.next_fiber() {
+                next.transfer(()).expect("a task waits in transfer");
             }
-            if !self.tasks.borrow().contains_key(&main) {
+            if let Some(id) = self.current.take() {
+                // The task handed control to the root without parking (a raw transfer):
+                // nothing will wake it, so it stays parked for good.
+                self.with_task(id, |task| task.state = State::Parked);
+                eprintln!("neverblock: task {id} transferred to the scheduler without parking; it stays parked");
+            }
+            if self.with_task(main, |_| ()).is_none() {
                 return Ok(());
             }
             let idle = self.queue.borrow().is_empty();
-            // While fibers are runnable, poll for I/O only every `POLL_EVERY` batches
-            // (a system call each time), or when a timer is due: nothing starves, and
-            // busy loops do not pay a syscall per switch.
-            batches_since_poll += 1;
-            if !idle
-                && batches_since_poll < POLL_EVERY
-                && !(self.reactor.has_timers() && self.reactor.timer_due(Instant::now()))
+            if idle
+                && !self.reactor.has_timers()
+                && !self.reactor.has_fd_waiters()
+                && self.waiting.get() == 0
+                && !self.remote.may_wake()
             {
-                continue;
-            }
-            batches_since_poll = 0;
-            if idle && !self.reactor.has_timers() && !self.reactor.has_fd_waiters() && !remote.may_wake() {
                 return Err(io::Error::new(
                     io::ErrorKind::Deadlock,
                     "every fiber is parked and nothing can wake one (deadlock)",
                 ));
             }
-            let turn = self.reactor.turn(if idle { None } else { Some(std::time::Duration::ZERO) })?;
+            // While tasks are runnable and nobody waits for an fd or has handed in
+            // work, only the due timers are looked at: no system call.
+            let turn = if idle || self.reactor.has_fd_waiters() || self.remote.has_work() {
+                self.reactor.turn(if idle { None } else { Some(std::time::Duration::ZERO) })?
+            } else {
+                self.reactor.expire_timers()
+            };
             for wake in turn.woken {
                 self.wake(wake);
             }
             if turn.remote {
-                remote.drain(self);
+                self.remote.drain(self);
             }
         }
     }
 
-    fn run_task(&self, id: u64) {
-        let fiber = {
-            let mut tasks = self.tasks.borrow_mut();
-            let Some(task) = tasks.get_mut(&id) else { return };
-            if task.state != State::Runnable {
-                return;
-            }
-            if let Some((body, inherited)) = task.start.take() {
-                let made = if task.cancelled {
-                    Err(Outcome::Cancelled) // cancelled before it ever ran: it never will
-                } else {
-                    Builder::new().build_inheriting(Some(inherited), move |()| body()).map_err(Outcome::NoStack)
-                };
-                match made {
-                    Ok(fiber) => {
-                        task.main = Some(fiber.clone());
-                        task.resume_at = Some(fiber);
-                    }
-                    Err(outcome) => {
-                        let task = tasks.remove(&id).expect("present above");
-                        drop(tasks);
-                        self.load.fetch_sub(1, Ordering::Relaxed);
-                        (task.complete)(outcome);
-                        return;
-                    }
-                }
-            }
-            task.state = State::Running;
-            task.resume_at.clone().expect("a started task has a fiber to continue")
-        };
-        self.current.set(Some(id));
-        let result = fiber.transfer(());
-        self.current.set(None);
-        let mut tasks = self.tasks.borrow_mut();
-        let Some(task) = tasks.get_mut(&id) else { return };
-        if task.main.as_ref().is_some_and(Fiber::is_alive) {
-            if task.state == State::Running {
-                // The task handed control to the root without parking (a raw transfer):
-                // nothing will wake it, so it stays parked for good.
-                task.state = State::Parked;
-                eprintln!("neverblock: task {id} transferred to the scheduler without parking; it stays parked");
-            }
-            return;
-        }
-        let task = tasks.remove(&id).expect("present above");
-        drop(tasks);
-        self.load.fetch_sub(1, Ordering::Relaxed);
-        for (_, key) in &task.deadlines {
-            self.reactor.cancel_timer(*key);
-        }
-        let outcome = match result {
-            Ok(()) => Outcome::Returned,
-            Err(FiberError::Panicked(payload)) if task.cancelled || payload.is::<Cancelled>() => Outcome::Cancelled,
-            Err(FiberError::Panicked(payload)) => Outcome::Panicked(payload),
-            Err(other) => unreachable!("a task's fiber ends by returning or panicking, not {other}"),
-        };
-        (task.complete)(outcome);
-    }
-
-    /// Drops every task left (each unwinds its stack), outside any borrow.
+    /// Drops every task left (each unwinds its stack) and the idle workers,
+    /// outside any borrow.
     pub(crate) fn drop_tasks(&self) {
         let tasks = std::mem::take(&mut *self.tasks.borrow_mut());
         self.queue.borrow_mut().clear();
-        for (_, task) in tasks {
-            drop(task);
-        }
-    }
-
-    /// The thread this scheduler runs on.
-    pub(crate) fn thread(&self) -> std::thread::ThreadId {
-        self.thread
+        drop(tasks);
+        let idle = std::mem::take(&mut *self.idle_workers.borrow_mut());
+        drop(idle);
     }
 
     /// The count of live tasks, shared with other threads.
@@ -437,5 +499,41 @@ impl Scheduler {
     /// A handle that hands work to this scheduler's loop from any thread.
     pub(crate) fn remote_handle(&self) -> super::remote::RemoteHandle {
         self.remote.handle()
+    }
+}
+
+/// Points a task that is about to wait at the running fiber (its worker, or a
+/// fiber it resumed), where it continues when woken.
+fn continue_here(task: &mut Task) {
+    if !task.resume_at.as_ref().is_some_and(Fiber::is_current) {
+        task.resume_at = Some(Fiber::current());
+    }
+}
+
+/// The body of every worker fiber: runs the task it was switched to for, then
+/// the next one it is given, on the same stack, until the worker is dropped.
+fn work() {
+    loop {
+        let s = current().expect("a worker runs inside its runtime");
+        let id = s.current.get().expect("a worker is switched to for a task");
+        let (job, inherited) =
+            s.with_task(id, |task| task.start.take()).flatten().expect("a task starts on a worker once");
+        fiber::reset_locals(inherited);
+        let ran = panic::catch_unwind(AssertUnwindSafe(|| {
+            job.run();
+            fiber::reset_locals(Vec::new());
+        }));
+        if let Err(payload) = ran {
+            if fiber::unwinding_a_dropped_fiber() {
+                // The worker itself is being dropped (its runtime ends): let it unwind.
+                panic::resume_unwind(payload);
+            }
+            fiber::reset_locals(Vec::new());
+            s.finish(id, &*job, Err(payload));
+        } else {
+            s.finish(id, &*job, Ok(()));
+        }
+        s.idle_workers.borrow_mut().push(Fiber::current());
+        s.dispatch();
     }
 }

@@ -47,16 +47,12 @@ pub(crate) struct JoinSlot<T> {
 }
 
 impl<T> JoinSlot<T> {
-    pub(crate) fn new() -> Rc<JoinSlot<T>> {
-        Rc::new(JoinSlot { result: RefCell::new(None), waiter: Cell::new(None) })
-    }
-
-    pub(crate) fn set(&self, result: Result<T, JoinError>) {
+    fn set(&self, result: Result<T, JoinError>) {
         *self.result.borrow_mut() = Some(result);
     }
 
     /// Records how the task ended (its value, if any, is already set) and wakes the joiner.
-    pub(crate) fn complete(&self, outcome: Outcome) {
+    fn complete(&self, outcome: Outcome) {
         match outcome {
             Outcome::Returned => {}
             Outcome::Panicked(payload) => self.set(Err(JoinError::Panicked(payload))),
@@ -67,6 +63,53 @@ impl<T> JoinSlot<T> {
             s.wake(wake);
         }
     }
+}
+
+/// What the scheduler holds of a task: its closure, run once, and how to report its end.
+pub(crate) trait Job {
+    /// Runs the task's closure and keeps its value for the joiner.
+    fn run(&self);
+    /// Records how the task ended and wakes its joiner.
+    fn complete(&self, outcome: Outcome);
+}
+
+/// A task's closure and its join slot in one allocation, shared by the
+/// scheduler (as a [`Job`]) and the `JoinHandle` (as a [`Joinable`]).
+struct TaskCell<F, T> {
+    body: Cell<Option<F>>,
+    slot: JoinSlot<T>,
+}
+
+/// The join slot of a task, whatever its closure's type.
+pub(crate) trait Joinable<T> {
+    fn slot(&self) -> &JoinSlot<T>;
+}
+
+impl<F: FnOnce() -> T, T> Job for TaskCell<F, T> {
+    fn run(&self) {
+        if let Some(body) = self.body.take() {
+            self.slot.set(Ok(body()));
+        }
+    }
+
+    fn complete(&self, outcome: Outcome) {
+        self.slot.complete(outcome);
+    }
+}
+
+impl<F, T> Joinable<T> for TaskCell<F, T> {
+    fn slot(&self) -> &JoinSlot<T> {
+        &self.slot
+    }
+}
+
+/// Makes the job the scheduler runs for `body`, and the slot its joiner reads.
+pub(crate) fn job<T: 'static>(body: impl FnOnce() -> T + 'static) -> (Rc<dyn Job>, Rc<dyn Joinable<T>>) {
+    let cell = Rc::new(TaskCell {
+        body: Cell::new(Some(body)),
+        slot: JoinSlot { result: RefCell::new(None), waiter: Cell::new(None) },
+    });
+    (cell.clone(), cell)
 }
 
 /// Owns the right to a spawned fiber's result. Dropping it detaches the fiber.
@@ -82,7 +125,7 @@ impl<T> JoinSlot<T> {
 /// ```
 pub struct JoinHandle<T> {
     pub(crate) id: u64,
-    pub(crate) slot: Rc<JoinSlot<T>>,
+    pub(crate) cell: Rc<dyn Joinable<T>>,
 }
 
 impl<T> fmt::Debug for JoinHandle<T> {
@@ -92,6 +135,10 @@ impl<T> fmt::Debug for JoinHandle<T> {
 }
 
 impl<T> JoinHandle<T> {
+    fn slot(&self) -> &JoinSlot<T> {
+        self.cell.slot()
+    }
+
     /// Waits (parking only the calling fiber) for the fiber to finish and returns its value.
     ///
     /// # Errors
@@ -101,23 +148,23 @@ impl<T> JoinHandle<T> {
     /// [`JoinError::RuntimeGone`] when called outside the runtime before the fiber ended.
     pub fn join(self) -> Result<T, JoinError> {
         loop {
-            if let Some(result) = self.slot.result.borrow_mut().take() {
+            if let Some(result) = self.slot().result.borrow_mut().take() {
                 return result;
             }
             let Some(s) = scheduler::in_task() else { return Err(JoinError::RuntimeGone) };
-            if s.park(|wake| self.slot.waiter.set(Some(wake))) == Woken::TimedOut {
+            if s.park(|wake| self.slot().waiter.set(Some(wake))) == Woken::TimedOut {
                 return Err(JoinError::TimedOut);
             }
         }
     }
 
     pub(crate) fn slot_take(&self) -> Option<Result<T, JoinError>> {
-        self.slot.result.borrow_mut().take()
+        self.slot().result.borrow_mut().take()
     }
 
     /// Whether the fiber has finished (its result waits for `join`).
     pub fn is_finished(&self) -> bool {
-        self.slot.result.borrow().is_some()
+        self.slot().result.borrow().is_some()
     }
 
     /// Stops the fiber: it unwinds from the call it is parked in (running every

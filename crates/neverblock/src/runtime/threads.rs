@@ -11,7 +11,7 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 
 use super::remote::RemoteHandle;
-use super::scheduler::{self, Outcome};
+use super::scheduler;
 use super::JoinError;
 use crate::fiber::PanicPayload;
 use crate::sync::{oneshot, OneshotReceiver, OneshotSender, RecvError};
@@ -161,13 +161,12 @@ pub fn spawn_on<T: Send + 'static>(index: usize, f: impl FnOnce() -> T + Send + 
     };
     let (tx, rx) = oneshot();
     remote.send(Box::new(move |s| {
-        let body = Box::new(move || {
+        // A task cancelled, dropped or without a stack drops `tx`: its joiner sees it gone.
+        let (job, _) = super::task::job(move || {
             let result = panic::catch_unwind(AssertUnwindSafe(f)).map_err(PanicPayload::new);
             tx.send(result);
         });
-        // A task cancelled, dropped or without a stack drops `tx`: its joiner sees it gone.
-        let complete = Box::new(|_: Outcome| {});
-        s.spawn(None, body, complete);
+        s.spawn(None, job);
     }));
     RemoteJoinHandle { rx }
 }

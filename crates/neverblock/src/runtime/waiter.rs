@@ -3,28 +3,25 @@
 //! of waiters every fiber-aware sync primitive is built on.
 
 use std::collections::VecDeque;
-use std::thread::{self, Thread, ThreadId};
+use std::thread::{self, Thread};
 
-use super::remote::RemoteHandle;
 use super::scheduler::{self, Woken};
 use crate::reactor::Wake;
 
 /// Wakes one parked fiber or blocked thread, from any thread.
 pub(crate) enum Waiter {
-    Fiber { thread: ThreadId, remote: RemoteHandle, wake: Wake },
+    /// A fiber parked in the runtime `scheduler` (its id).
+    Fiber {
+        scheduler: u64,
+        wake: Wake,
+    },
     Thread(Thread),
 }
 
 impl Waiter {
     pub(crate) fn wake(self) {
         match self {
-            Waiter::Fiber { thread, remote, wake } => {
-                let here = scheduler::current().filter(|s| s.thread() == thread);
-                match here {
-                    Some(s) => s.wake(wake),
-                    None => remote.send(Box::new(move |s| s.wake(wake))),
-                }
-            }
+            Waiter::Fiber { scheduler, wake } => scheduler::wake_on(scheduler, wake),
             Waiter::Thread(t) => t.unpark(),
         }
     }
@@ -53,14 +50,8 @@ fn wait_inner(register: impl FnOnce(Waiter), interruptible: bool) -> Woken {
         thread::park();
         return Woken::Ready;
     };
-    let (remote, thread) = (s.remote_handle(), s.thread());
-    let register = |wake| register(Waiter::Fiber { thread, remote, wake });
-    if interruptible {
-        s.park(register)
-    } else {
-        s.park_through_timeouts(register);
-        Woken::Ready
-    }
+    let scheduler = s.id();
+    s.park_for_waiter(|wake| register(Waiter::Fiber { scheduler, wake }), interruptible)
 }
 
 /// Waiters in arrival order, each under a ticket so it can leave the line.

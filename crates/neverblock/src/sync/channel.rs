@@ -3,9 +3,10 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::sync::{Arc, Mutex as StdMutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
-use super::{lock, wait_in};
+use super::{lock, wait_in, StateGuard, StateLock};
 use crate::runtime::scheduler::Woken;
 use crate::runtime::waiter::WaitList;
 
@@ -45,28 +46,29 @@ pub fn unbounded<T>() -> (Sender<T>, Receiver<T>) {
 
 fn channel<T>(capacity: Option<usize>) -> (Sender<T>, Receiver<T>) {
     let shared = Arc::new(Shared {
-        state: StdMutex::new(State {
+        state: StateLock::new(State {
             queue: VecDeque::new(),
             capacity,
-            taken: 0,
             senders: 1,
             receiver: true,
             receivers_waiting: WaitList::default(),
             senders_waiting: WaitList::default(),
         }),
+        taken: AtomicU64::new(0),
     });
     (Sender { shared: shared.clone() }, Receiver { shared })
 }
 
 struct Shared<T> {
-    state: StdMutex<State<T>>,
+    state: StateLock<State<T>>,
+    /// Values received so far (a rendezvous sender waits for this to pass its own).
+    /// Written under the lock; a woken sender reads it without.
+    taken: AtomicU64,
 }
 
 struct State<T> {
     queue: VecDeque<T>,
     capacity: Option<usize>,
-    /// Values received so far (a rendezvous sender waits for this to pass its own).
-    taken: u64,
     senders: usize,
     receiver: bool,
     receivers_waiting: WaitList,
@@ -136,19 +138,25 @@ impl<T> Sender<T> {
             return Err(SendError::Disconnected(value));
         }
         state.queue.push_back(value);
-        let mine = state.taken + state.queue.len() as u64;
+        let taken = &self.shared.taken;
+        let mine = taken.load(Ordering::Relaxed) + state.queue.len() as u64;
         let handed_off = state.receivers_waiting.wake_one();
         if state.capacity == Some(0) && !handed_off {
             // Rendezvous with no receiver waiting: wait until one has taken this value.
             // (With one waiting, the value is handed to it and the send is done, as
             // in Go: the single receiver takes the queue's head next.)
-            while state.taken < mine && state.receiver {
+            loop {
                 if wait_in(&self.shared.state, state, |s| &mut s.senders_waiting) == Woken::TimedOut {
                     return Ok(()); // the value is queued; it will still be received
                 }
+                if taken.load(Ordering::Acquire) >= mine {
+                    return Ok(());
+                }
                 state = lock(&self.shared.state);
+                if taken.load(Ordering::Relaxed) >= mine || !state.receiver {
+                    return Ok(());
+                }
             }
-            return Ok(());
         }
         Ok(())
     }
@@ -192,9 +200,10 @@ impl<T> Receiver<T> {
         }
     }
 
-    fn take(&self, mut state: std::sync::MutexGuard<'_, State<T>>) -> T {
+    fn take(&self, mut state: StateGuard<'_, State<T>>) -> T {
         let value = state.queue.pop_front().expect("checked non-empty");
-        state.taken += 1;
+        let taken = &self.shared.taken;
+        taken.store(taken.load(Ordering::Relaxed) + 1, Ordering::Release);
         // A rendezvous sender waits for its value to be taken: wake them all to re-check.
         if state.capacity == Some(0) {
             state.senders_waiting.wake_all();

@@ -1,9 +1,8 @@
 //! `Notify`: wake one or all waiting fibers, with a stored permit for one.
 
 use std::fmt;
-use std::sync::Mutex as StdMutex;
 
-use super::{lock, wait_in};
+use super::{lock, wait_in, StateLock};
 use crate::runtime::scheduler::Woken;
 use crate::runtime::waiter::WaitList;
 use crate::Elapsed;
@@ -27,7 +26,7 @@ use crate::Elapsed;
 /// });
 /// ```
 pub struct Notify {
-    state: StdMutex<State>,
+    state: StateLock<State>,
 }
 
 struct State {
@@ -44,7 +43,7 @@ impl Default for Notify {
 impl Notify {
     /// A `Notify` with nobody waiting and no permit.
     pub fn new() -> Notify {
-        Notify { state: StdMutex::new(State { permit: false, waiters: WaitList::default() }) }
+        Notify { state: StateLock::new(State { permit: false, waiters: WaitList::default() }) }
     }
 
     /// Parks the fiber until notified (or takes the stored permit).

@@ -1,9 +1,9 @@
 //! One value, once: a `OneshotSender` and the `OneshotReceiver` that waits for it.
 
 use std::fmt;
-use std::sync::{Arc, Mutex as StdMutex};
+use std::sync::Arc;
 
-use super::{lock, wait_in, RecvError};
+use super::{lock, wait_in, RecvError, StateLock};
 use crate::runtime::scheduler::Woken;
 use crate::runtime::waiter::WaitList;
 
@@ -19,7 +19,7 @@ use crate::runtime::waiter::WaitList;
 /// });
 /// ```
 pub fn oneshot<T>() -> (OneshotSender<T>, OneshotReceiver<T>) {
-    let shared = Arc::new(StdMutex::new(State { value: None, sender: true, waiters: WaitList::default() }));
+    let shared = Arc::new(StateLock::new(State { value: None, sender: true, waiters: WaitList::default() }));
     (OneshotSender { shared: shared.clone() }, OneshotReceiver { shared })
 }
 
@@ -31,12 +31,12 @@ struct State<T> {
 
 /// Sends the one value.
 pub struct OneshotSender<T> {
-    shared: Arc<StdMutex<State<T>>>,
+    shared: Arc<StateLock<State<T>>>,
 }
 
 /// Waits for the one value.
 pub struct OneshotReceiver<T> {
-    shared: Arc<StdMutex<State<T>>>,
+    shared: Arc<StateLock<State<T>>>,
 }
 
 impl<T> OneshotSender<T> {

@@ -1,9 +1,8 @@
 //! `Semaphore`: at most n holders; the rest wait in line.
 
 use std::fmt;
-use std::sync::Mutex as StdMutex;
 
-use super::{lock, wait_in};
+use super::{lock, wait_in, StateLock};
 use crate::runtime::scheduler::Woken;
 use crate::runtime::waiter::WaitList;
 use crate::Elapsed;
@@ -26,7 +25,7 @@ use crate::Elapsed;
 /// });
 /// ```
 pub struct Semaphore {
-    state: StdMutex<State>,
+    state: StateLock<State>,
 }
 
 struct State {
@@ -42,7 +41,7 @@ pub struct Permit<'a> {
 impl Semaphore {
     /// A semaphore with `permits` permits.
     pub fn new(permits: usize) -> Semaphore {
-        Semaphore { state: StdMutex::new(State { permits, waiters: WaitList::default() }) }
+        Semaphore { state: StateLock::new(State { permits, waiters: WaitList::default() }) }
     }
 
     /// Takes a permit, parking the fiber while none is free.

@@ -1,9 +1,8 @@
 //! `WaitGroup`: wait until a count of outstanding jobs reaches zero.
 
 use std::fmt;
-use std::sync::Mutex as StdMutex;
 
-use super::{lock, wait_in};
+use super::{lock, wait_in, StateLock};
 use crate::runtime::scheduler::Woken;
 use crate::runtime::waiter::WaitList;
 use crate::Elapsed;
@@ -29,7 +28,7 @@ use crate::Elapsed;
 /// });
 /// ```
 pub struct WaitGroup {
-    state: StdMutex<State>,
+    state: StateLock<State>,
 }
 
 struct State {
@@ -46,7 +45,7 @@ impl Default for WaitGroup {
 impl WaitGroup {
     /// A group with a count of zero.
     pub fn new() -> WaitGroup {
-        WaitGroup { state: StdMutex::new(State { count: 0, waiters: WaitList::default() }) }
+        WaitGroup { state: StateLock::new(State { count: 0, waiters: WaitList::default() }) }
     }
 
     /// Adds `n` outstanding jobs.

@@ -363,3 +363,38 @@ fn a_burst_of_short_tasks_runs_on_a_few_recycled_stacks() {
     .join()
     .unwrap();
 }
+
+neverblock::fiber_local!(static SEEN: Cell<u32> = Cell::new(0));
+neverblock::fiber_local!(static HELD: RefCell<Option<Tracked>> = RefCell::new(None));
+
+#[test]
+fn tasks_sharing_a_worker_fiber_never_see_each_others_locals() {
+    let dropped = Rc::new(Cell::new(0));
+    let d = dropped.clone();
+    run(move || {
+        let tasks: Vec<_> = (1..=100u32)
+            .map(|i| {
+                let d = d.clone();
+                spawn(move || {
+                    let before = SEEN.with(Cell::get);
+                    SEEN.with(|s| s.set(i));
+                    HELD.with(|h| *h.borrow_mut() = Some(Tracked(d)));
+                    if i % 10 == 0 {
+                        panic!("task {i} fails; its worker goes on");
+                    }
+                    before
+                })
+            })
+            .collect();
+        for (i, task) in (1..=100u32).zip(tasks) {
+            match task.join() {
+                Ok(before) => assert_eq!(before, 0, "task {i} started with another task's value"),
+                Err(JoinError::Panicked(_)) => assert_eq!(i % 10, 0),
+                Err(other) => panic!("task {i}: {other}"),
+            }
+        }
+        // Each task's values are dropped when it ends, not when its worker does.
+        assert_eq!(d.get(), 100);
+    });
+    assert_eq!(dropped.get(), 100);
+}
