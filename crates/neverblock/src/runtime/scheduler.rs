@@ -88,6 +88,9 @@ pub(crate) struct Scheduler {
     switches: Cell<u32>,
     /// The task whose end ends `run_until_done`.
     main: Cell<u64>,
+    /// Whether the task just continued was cancelled and whether a `timeout` of
+    /// it expired, read when it was taken off the queue.
+    continued: Cell<(bool, bool)>,
     /// Tasks parked on a `Waiter`, which another thread may hold: while there are
     /// any, an idle loop waits rather than report a deadlock.
     waiting: Cell<usize>,
@@ -102,6 +105,12 @@ thread_local! {
 /// The scheduler of this thread, when the calling code runs in one of its tasks.
 pub(crate) fn in_task() -> Option<Rc<Scheduler>> {
     CONTEXT.try_with(|c| c.borrow().clone()).ok().flatten().filter(|s| s.current.get().is_some())
+}
+
+/// Runs `f` with this thread's scheduler when the calling code runs in one of
+/// its tasks (like [`in_task`], without a reference count to pay).
+pub(crate) fn with_task_scheduler<R>(f: impl FnOnce(&Scheduler) -> R) -> Option<R> {
+    CONTEXT.try_with(|c| c.borrow().as_ref().filter(|s| s.current.get().is_some()).map(|s| f(s))).ok().flatten()
 }
 
 /// The scheduler of this thread, if a runtime runs on it.
@@ -136,6 +145,7 @@ impl Scheduler {
             next_seq: Cell::new(1),
             switches: Cell::new(0),
             main: Cell::new(0),
+            continued: Cell::new((false, false)),
             waiting: Cell::new(0),
             load: Arc::new(AtomicUsize::new(0)),
         })
@@ -256,7 +266,7 @@ impl Scheduler {
             });
             return Woken::Ready;
         }
-        self.switch_away(id)
+        self.switch_away()
     }
 
     /// Puts the running task at the back of the run queue and lets the others run.
@@ -267,15 +277,14 @@ impl Scheduler {
             continue_here(task);
         });
         self.queue.borrow_mut().push_back(id);
-        self.switch_away(id);
+        self.switch_away();
     }
 
     /// Hands control to whatever runs next and, once the task `id` is continued,
     /// tells it why.
-    fn switch_away(&self, id: u64) -> Woken {
+    fn switch_away(&self) -> Woken {
         self.dispatch();
-        let (cancelled, timed_out) =
-            self.with_task(id, |t| (t.cancelled, t.timed_out)).expect("a woken task is registered");
+        let (cancelled, timed_out) = self.continued.get();
         if cancelled {
             panic::resume_unwind(Box::new(Cancelled));
         }
@@ -330,6 +339,7 @@ impl Scheduler {
                 }
             }
             task.state = State::Running;
+            self.continued.set((task.cancelled, task.timed_out));
             self.switches.set(self.switches.get() + 1);
             self.current.set(Some(id));
             return task.resume_at.clone();
