@@ -296,7 +296,8 @@ impl AsRawFd for TcpStream {
 
 /// A TCP listening socket, like [`std::net::TcpListener`]; `accept` parks the
 /// calling fiber until a connection arrives. Bound with `SO_REUSEADDR` and a
-/// backlog of 4096 (capped by `net.core.somaxconn`).
+/// backlog of 4096 (capped by `net.core.somaxconn`); to listen on one port from
+/// every loop, see [`bind_reuse_port`](TcpListener::bind_reuse_port).
 ///
 /// For a server loop that survives running out of file descriptors, see
 /// [`serve`](super::serve).
@@ -326,13 +327,55 @@ impl TcpListener {
     ///
     /// The resolver's error, or the last address's bind error (`AddrInUse`, …).
     pub fn bind(addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
-        each_addr(&addr, |a| {
-            let socket = Socket::new(Domain::for_address(*a), Type::STREAM.nonblocking(), Some(Protocol::TCP))?;
-            socket.set_reuse_address(true)?;
-            socket.bind(&SockAddr::from(*a))?;
-            socket.listen(BACKLOG)?;
-            Ok(TcpListener { io: NonBlocking::new(socket.into()) })
-        })
+        each_addr(&addr, |a| TcpListener::bind_addr(a, false))
+    }
+
+    /// Like [`bind`](TcpListener::bind), with `SO_REUSEPORT` set too: every listener
+    /// bound this way to the same address (by the same user) gets a share of it, and
+    /// the kernel spreads incoming connections across them (by a hash of each
+    /// connection's addresses and ports). A server binds one per loop, each with its
+    /// own accept loop, so accepts and requests are spread over the threads (nginx's
+    /// `reuseport`). Port 0 picks a port no other listener holds; bind the others to
+    /// the address the first one got ([`local_addr`](TcpListener::local_addr)).
+    ///
+    /// Any process of the same user may join the group the same way: a second
+    /// server started on a port in use shares its connections instead of failing.
+    /// A plain [`bind`](TcpListener::bind) first (then dropped) catches that.
+    ///
+    /// # Errors
+    ///
+    /// As [`bind`](TcpListener::bind): `AddrInUse` if a listener without the option,
+    /// or another user's, holds the address.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock::net::TcpListener;
+    /// use neverblock::runtime::{spawn_on, Builder};
+    ///
+    /// Builder::new().threads(2).run(|| {
+    ///     let first = TcpListener::bind_reuse_port("127.0.0.1:0").unwrap();
+    ///     let addr = first.local_addr().unwrap();
+    ///     // Loop 1 listens on the same port; a server runs `net::serve` on each.
+    ///     let second = spawn_on(1, move || TcpListener::bind_reuse_port(addr)?.local_addr());
+    ///     assert_eq!(second.join().unwrap().unwrap(), addr);
+    ///     // Without the option, the port is taken.
+    ///     assert!(TcpListener::bind(addr).is_err());
+    /// });
+    /// ```
+    pub fn bind_reuse_port(addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
+        each_addr(&addr, |a| TcpListener::bind_addr(a, true))
+    }
+
+    fn bind_addr(addr: &SocketAddr, reuse_port: bool) -> io::Result<TcpListener> {
+        let socket = Socket::new(Domain::for_address(*addr), Type::STREAM.nonblocking(), Some(Protocol::TCP))?;
+        socket.set_reuse_address(true)?;
+        if reuse_port {
+            socket.set_reuse_port(true)?;
+        }
+        socket.bind(&SockAddr::from(*addr))?;
+        socket.listen(BACKLOG)?;
+        Ok(TcpListener { io: NonBlocking::new(socket.into()) })
     }
 
     /// Waits for a connection. The stream is non-blocking like every stream here.

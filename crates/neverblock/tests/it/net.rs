@@ -163,6 +163,37 @@ fn connecting_to_a_closed_port_is_refused() {
 }
 
 #[test]
+fn reuse_port_listeners_share_a_port_and_the_kernel_spreads_connections() {
+    const CLIENTS: usize = 200;
+    let per_listener = run(|| {
+        let first = TcpListener::bind_reuse_port("127.0.0.1:0").unwrap();
+        let addr = first.local_addr().unwrap();
+        let second = TcpListener::bind_reuse_port(addr).unwrap();
+        assert_eq!(second.local_addr().unwrap(), addr);
+        let (accepted_tx, accepted) = neverblock::sync::unbounded();
+        for (index, listener) in [first, second].into_iter().enumerate() {
+            let accepted_tx = accepted_tx.clone();
+            // Still parked in `accept` when `run` returns: cancelled then.
+            spawn(move || while listener.accept().is_ok() && accepted_tx.send(index).is_ok() {});
+        }
+        // Each from its own source port (the kernel's hash picks the listener), all held open.
+        let _clients: Vec<_> = (0..CLIENTS).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        let mut per_listener = [0usize; 2];
+        let _ = neverblock::timeout(Duration::from_secs(10), || {
+            for _ in 0..CLIENTS {
+                match accepted.recv() {
+                    Ok(index) => per_listener[index] += 1,
+                    Err(_) => break,
+                }
+            }
+        });
+        per_listener
+    });
+    assert_eq!(per_listener.iter().sum::<usize>(), CLIENTS, "every connection accepted once: {per_listener:?}");
+    assert!(per_listener.iter().all(|&n| n > 0), "both listeners got connections: {per_listener:?}");
+}
+
+#[test]
 fn host_names_resolve_and_literal_addresses_connect() {
     let (addrs, conn_peer, listen_addr) = run(|| {
         let listener = TcpListener::bind(("127.0.0.1", 0)).unwrap();
