@@ -1,13 +1,17 @@
 //! `neverblock delay-server`: the seed's EventMachine backend. Every request is
 //! answered `200 OK` after a fixed delay; each connection is a fiber, so one
-//! thread holds tens of thousands of them.
+//! thread holds tens of thousands of them. A loop per core (nginx's `reuseport`):
+//! each loop has its own listener on the port and the kernel spreads connections
+//! across them.
 
-use std::io::{Read, Write};
+use std::io::{self, Read, Write};
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
 use neverblock::net::{serve, TcpListener, TcpStream};
+use neverblock::runtime::{spawn_on, thread_index, Builder};
+use neverblock::sync::Sender;
 
 /// Options of `neverblock delay-server`.
 #[derive(Args, Debug)]
@@ -21,24 +25,64 @@ pub(crate) struct DelayServerArgs {
     /// The address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
     pub(crate) host: String,
+    /// Event loops, one thread each, each accepting on the port (default: one per core).
+    #[arg(long)]
+    pub(crate) threads: Option<usize>,
 }
 
 /// The largest request head the server reads; longer ones get a 431 and the connection closes.
 const MAX_HEAD: usize = 16 * 1024;
 
 pub(crate) fn run(args: DelayServerArgs) -> anyhow::Result<()> {
-    neverblock::run(move || {
-        let listener = TcpListener::bind((args.host.as_str(), args.port))
-            .with_context(|| format!("listen on {}:{}", args.host, args.port))?;
-        let addr = listener.local_addr()?;
-        // The first line on stdout is the URL: the benchmarks start this server and read it.
+    let threads = args.threads.unwrap_or_else(neverblock::runtime::available_threads);
+    anyhow::ensure!(threads > 0, "--threads must be at least 1");
+    Builder::new().threads(threads).run(move || {
+        let DelayServerArgs { delay, port, host, .. } = args;
+        let listen_error = || format!("listen on {host}:{port}");
+        if port != 0 {
+            // SO_REUSEPORT would let this server silently share a port another one of this
+            // user listens on; a plain bind fails if anything listens there already.
+            drop(TcpListener::bind((host.as_str(), port)).with_context(listen_error)?);
+        }
+        let first = TcpListener::bind_reuse_port((host.as_str(), port)).with_context(listen_error)?;
+        // Port 0 means any: the others join the port the first one got.
+        let addr = first.local_addr()?;
+        let (failed_tx, failed) = neverblock::sync::unbounded();
+        let others: Vec<_> = (1..threads)
+            .map(|i| {
+                let failed_tx = failed_tx.clone();
+                let bound = spawn_on(i, move || {
+                    let listener = TcpListener::bind_reuse_port(addr)?;
+                    accept_in_background(listener, delay, failed_tx);
+                    Ok::<_, io::Error>(())
+                });
+                (i, bound)
+            })
+            .collect();
+        accept_in_background(first, delay, failed_tx);
+        for (i, bound) in others {
+            match bound.join() {
+                Ok(bound) => bound.with_context(|| format!("listen on {addr} (loop {i})"))?,
+                Err(e) => anyhow::bail!("listen on {addr} (loop {i}): {e}"),
+            }
+        }
+        // The first line on stdout is the URL, once every loop listens: the benchmarks start this server and read it.
         println!("http://{addr}/");
-        eprintln!("delay-server: answering every request after {:?}", args.delay);
-        let delay = args.delay;
-        match serve(&listener, move |conn| serve_connection(conn, delay)) {
-            Err(e) => Err(anyhow::Error::new(e).context("accept")),
+        let loops = if threads == 1 { "1 loop".to_owned() } else { format!("{threads} loops") };
+        eprintln!("delay-server: answering every request after {delay:?}, on {loops}");
+        match failed.recv() {
+            Ok((i, e)) => Err(anyhow::Error::new(e).context(format!("accept on {addr} (loop {i})"))),
+            Err(e) => Err(anyhow::anyhow!("every accept loop ended: {e}")),
         }
     })
+}
+
+/// Runs `listener`'s accept loop in a fiber of this loop; an error that ends it goes to `failed`.
+fn accept_in_background(listener: TcpListener, delay: Duration, failed: Sender<(usize, io::Error)>) {
+    neverblock::spawn(move || {
+        let Err(e) = serve(&listener, move |conn| serve_connection(conn, delay));
+        let _ = failed.send((thread_index(), e));
+    });
 }
 
 /// Answers requests on one connection until the client closes it or asks to.

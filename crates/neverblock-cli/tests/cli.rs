@@ -66,10 +66,12 @@ fn fiber_chain_max_names_the_limit_that_stopped_it() {
 struct DelayServer(std::process::Child, String);
 
 impl DelayServer {
-    fn start(delay: &str) -> DelayServer {
+    /// `delay-server --port 0` with `args`; the URL is the first line it prints.
+    fn start(args: &[&str]) -> DelayServer {
         use std::io::BufRead;
         let mut child = Command::new(env!("CARGO_BIN_EXE_neverblock"))
-            .args(["delay-server", "--port", "0", "--delay", delay])
+            .args(["delay-server", "--port", "0"])
+            .args(args)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -89,7 +91,7 @@ impl Drop for DelayServer {
 
 #[test]
 fn get_against_the_delay_server_reports_every_request() {
-    let server = DelayServer::start("5ms");
+    let server = DelayServer::start(&["--delay", "5ms"]);
     for keepalive in [false, true] {
         let mut args = vec!["get", server.1.as_str(), "-n", "200", "-c", "50", "--json"];
         if keepalive {
@@ -102,6 +104,60 @@ fn get_against_the_delay_server_reports_every_request() {
         assert_eq!(row["errors"], serde_json::json!({}), "{row}");
         assert!(row["latency_ms"]["p50"].as_f64().unwrap() >= 5.0, "every answer waited the delay: {row}");
     }
+}
+
+/// The port of a `http://host:port/` URL.
+fn port_of(url: &str) -> &str {
+    url.trim_end_matches('/').rsplit(':').next().unwrap_or_default()
+}
+
+/// Sockets listening on 127.0.0.1:`port` (or any IPv4 address), from /proc/net/tcp.
+fn listeners_on(port: &str) -> usize {
+    let port: u16 = port.parse().unwrap_or_else(|e| panic!("not a port ({e}): {port:?}"));
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("read /proc/net/tcp");
+    let local = format!(":{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .map(|line| line.split_whitespace().collect::<Vec<_>>())
+        .filter(|fields| fields.len() > 3 && fields[1].ends_with(&local) && fields[3] == "0A")
+        .count()
+}
+
+#[test]
+fn delay_server_on_two_loops_listens_on_each_and_answers_a_burst() {
+    let server = DelayServer::start(&["--threads", "2", "--delay", "0"]);
+    assert_eq!(listeners_on(port_of(&server.1)), 2, "a listener per loop once the URL is out: {}", server.1);
+    let (ok, stdout, stderr) = neverblock(&["get", &server.1, "-n", "400", "-c", "200", "--json"]);
+    assert!(ok, "{stderr}");
+    let row: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(row["ok"], 400, "{row}");
+    assert_eq!(row["errors"], serde_json::json!({}), "{row}");
+}
+
+#[test]
+fn delay_server_refuses_a_port_another_server_listens_on() {
+    use std::io::BufRead;
+    let first = DelayServer::start(&["--threads", "2", "--delay", "0"]);
+    let port = port_of(&first.1);
+    // SO_REUSEPORT alone would let this one join the first's port and take half its connections.
+    let mut second = Command::new(env!("CARGO_BIN_EXE_neverblock"))
+        .args(["delay-server", "--port", port, "--threads", "2"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start delay-server");
+    let mut url = String::new();
+    std::io::BufReader::new(second.stdout.take().unwrap()).read_line(&mut url).unwrap();
+    if !url.is_empty() {
+        let _ = second.kill();
+        let _ = second.wait();
+        panic!("a second server listens on the first's port: {url}");
+    }
+    let out = second.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains(&format!("listen on 127.0.0.1:{port}")), "{stderr}");
 }
 
 #[test]
