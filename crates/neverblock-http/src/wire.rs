@@ -17,8 +17,12 @@
 use std::fmt;
 use std::io::{self, Read, Write};
 
-/// How much [`BufferedConn`] asks its stream for at a time.
+/// The most [`BufferedConn`] asks its stream for at a time.
 const READ_CHUNK: usize = 64 * 1024;
+/// What it asks for first (Go's `bufio` size): a read that fills it doubles the
+/// next, up to [`READ_CHUNK`], so a short response on a fresh connection costs no
+/// 64 KiB buffer to zero and a long body is still read in large chunks.
+const FIRST_READ: usize = 4 * 1024;
 /// The most header fields one head may have.
 const MAX_HEADERS: usize = 100;
 /// The longest chunk-size line accepted, extensions and CRLF included.
@@ -34,12 +38,14 @@ pub(crate) struct BufferedConn<S> {
     start: usize,
     /// Where the unconsumed bytes end.
     end: usize,
+    /// How much the next read asks for.
+    chunk: usize,
 }
 
 impl<S> BufferedConn<S> {
     /// Wraps `stream`; allocates the buffer on the first read.
     pub(crate) fn new(stream: S) -> Self {
-        BufferedConn { stream, buf: Vec::new(), start: 0, end: 0 }
+        BufferedConn { stream, buf: Vec::new(), start: 0, end: 0, chunk: FIRST_READ }
     }
 
     /// The stream.
@@ -65,23 +71,27 @@ impl<S> BufferedConn<S> {
 }
 
 impl<S: Read> BufferedConn<S> {
-    /// Reads up to [`READ_CHUNK`] more bytes after the buffered ones; `Ok(0)` at EOF.
+    /// Reads up to `chunk` (at most [`READ_CHUNK`]) more bytes after the buffered ones; `Ok(0)` at EOF.
     ///
     /// Moves the buffered bytes to the front when the room behind them runs low, and grows the
-    /// buffer only when they fill it (a long head).
+    /// buffer only when they fill it (a long head) or the reads grow.
     fn fill(&mut self) -> io::Result<usize> {
-        if self.buf.len() - self.end < READ_CHUNK {
+        let chunk = self.chunk;
+        if self.buf.len() - self.end < chunk {
             self.buf.copy_within(self.start..self.end, 0);
             self.end -= self.start;
             self.start = 0;
-            if self.buf.len() - self.end < READ_CHUNK {
-                self.buf.resize(self.end + READ_CHUNK, 0);
+            if self.buf.len() - self.end < chunk {
+                self.buf.resize(self.end + chunk, 0);
             }
         }
         loop {
-            match self.stream.read(&mut self.buf[self.end..self.end + READ_CHUNK]) {
+            match self.stream.read(&mut self.buf[self.end..self.end + chunk]) {
                 Ok(n) => {
                     self.end += n;
+                    if n == chunk {
+                        self.chunk = (chunk * 2).min(READ_CHUNK);
+                    }
                     return Ok(n);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

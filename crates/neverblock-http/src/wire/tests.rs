@@ -421,3 +421,32 @@ fn request_head_rejects_cr_lf_and_nul() {
         assert!(out.is_empty());
     }
 }
+
+/// Records how much each read asks for.
+struct AskLog<'a> {
+    data: &'a [u8],
+    asked: Vec<usize>,
+}
+
+impl Read for AskLog<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.asked.push(buf.len());
+        let n = buf.len().min(self.data.len());
+        buf[..n].copy_from_slice(&self.data[..n]);
+        self.data = &self.data[n..];
+        Ok(n)
+    }
+}
+
+#[test]
+fn reads_start_small_and_double_while_they_come_back_full() {
+    let body = pattern(300 * 1024);
+    let mut input = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len()).into_bytes();
+    input.extend_from_slice(&body);
+    let mut conn = BufferedConn::new(AskLog { data: &input, asked: Vec::new() });
+    let got = read_response(&mut conn, false, &Limits::default()).unwrap();
+    assert_eq!(got.body, body);
+    let asked = &conn.get_ref().asked;
+    assert_eq!(asked[..5], [FIRST_READ, 2 * FIRST_READ, 4 * FIRST_READ, 8 * FIRST_READ, READ_CHUNK]);
+    assert!(asked[5..].iter().all(|&n| n == READ_CHUNK), "{asked:?}");
+}
