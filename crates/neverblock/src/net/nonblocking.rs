@@ -42,8 +42,8 @@ impl<T: AsFd> NonBlocking<T> {
 
     /// Deregisters and gives the fd back (still non-blocking).
     pub(crate) fn into_inner(self) -> T {
-        let NonBlocking { registration, inner, .. } = self;
-        drop(registration);
+        let NonBlocking { mut registration, inner, .. } = self;
+        registration.end(true);
         inner
     }
 
@@ -118,7 +118,7 @@ impl<T: AsFd> NonBlocking<T> {
     }
 }
 
-/// Which reactor an fd is registered with; deregisters it when dropped.
+/// Which reactor an fd is registered with; ends the registration when dropped.
 #[derive(Debug)]
 struct Registration {
     fd: RawFd,
@@ -126,19 +126,29 @@ struct Registration {
     reactor: AtomicU64,
 }
 
-impl Drop for Registration {
-    /// Removes the fd from this thread's reactor if it is registered there; a
-    /// registration on another thread's reactor ends when the fd is closed.
-    fn drop(&mut self) {
-        let id = *self.reactor.get_mut();
+impl Registration {
+    /// Ends the registration with this thread's reactor, if it is registered there:
+    /// `from_poller` removes the fd from epoll too (the fd lives on); otherwise the
+    /// reactor only forgets it, since closing the fd, which follows, removes it from
+    /// epoll without a system call of ours. A registration on another thread's
+    /// reactor ends when the fd is closed.
+    fn end(&mut self, from_poller: bool) {
+        let id = std::mem::take(self.reactor.get_mut());
         if id == 0 {
             return;
         }
         if let Some(s) = scheduler::current() {
             if s.reactor.id() == id {
-                s.reactor.deregister(self.fd);
+                s.reactor.deregister(self.fd, from_poller);
             }
         }
+    }
+}
+
+impl Drop for Registration {
+    /// Runs just before the fd is closed (the field order of `NonBlocking`).
+    fn drop(&mut self) {
+        self.end(false);
     }
 }
 

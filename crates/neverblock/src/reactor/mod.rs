@@ -127,9 +127,14 @@ impl Reactor {
         }
     }
 
-    /// Forgets `fd` before its owner closes it.
-    pub(crate) fn deregister(&self, fd: RawFd) {
-        self.poller.delete(fd);
+    /// Forgets `fd`, and removes it from the poller when `from_poller` (the fd
+    /// stays open). An fd about to be closed needs no removal: closing it does that,
+    /// and an event that still arrives for its number (from a duplicate of it
+    /// elsewhere) is only a spurious wake, since every wait re-tries its operation.
+    pub(crate) fn deregister(&self, fd: RawFd, from_poller: bool) {
+        if from_poller {
+            self.poller.delete(fd);
+        }
         if let Some(stale) = self.fds.borrow_mut().remove(&fd) {
             self.fd_waiters.set(self.fd_waiters.get() - stale.readers.len() - stale.writers.len());
         }
