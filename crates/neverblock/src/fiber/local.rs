@@ -35,6 +35,9 @@ pub(crate) fn inherited_now() -> Inherited {
 /// held first (a runtime's worker fiber, between one task and the next).
 pub(crate) fn reset_current(inherited: Inherited) {
     let held = switch::with_current(|me| me.locals.entries.take());
+    if held.is_none() && inherited.is_empty() {
+        return;
+    }
     drop(held);
     switch::with_current(|me| me.locals.extend(inherited));
 }
