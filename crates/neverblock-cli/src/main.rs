@@ -12,6 +12,12 @@ mod load;
 
 use clap::{Parser, Subcommand};
 
+/// The command allocates as a server would: a spawned fiber is one allocation, and
+/// a burst of them is freed and made again, which glibc's malloc serves slowly
+/// (consolidating bins) where mimalloc's free lists serve it at once.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser, Debug)]
 #[command(name = "neverblock", version, about = "Fibers with Ruby's semantics, and their benchmarks")]
 struct Cli {
