@@ -11,7 +11,7 @@
 //! connect, read and total timeouts, each its own [`ErrorKind`]; redirects when
 //! asked for; a request on a pooled connection that the server had closed is
 //! sent again once on a fresh one when it is replayable (Go's rule). Responses
-//! are read whole, in 64 KiB reads.
+//! are read whole, in reads that grow from 4 KiB to 64 KiB.
 //!
 //! # Examples
 //!

@@ -89,15 +89,31 @@ impl TcpStream {
             Err(e) => return Err(e),
         };
         let stream = TcpStream { io: NonBlocking::new(std::net::TcpStream::from(socket)) };
+        let deadline = timeout.map(|t| std::time::Instant::now() + t);
         if pending {
-            stream.io.wait_writable(timeout).map_err(|e| match e.kind() {
-                io::ErrorKind::TimedOut => {
-                    io::Error::new(io::ErrorKind::TimedOut, format!("connect to {addr} timed out"))
+            loop {
+                let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+                let timed_out = || io::Error::new(io::ErrorKind::TimedOut, format!("connect to {addr} timed out"));
+                if left == Some(Duration::ZERO) {
+                    return Err(timed_out());
                 }
-                _ => e,
-            })?;
-            if let Some(e) = stream.take_error()? {
-                return Err(e);
+                stream.io.wait_writable(left).map_err(|e| {
+                    if e.kind() == io::ErrorKind::TimedOut {
+                        timed_out()
+                    } else {
+                        e
+                    }
+                })?;
+                if let Some(e) = stream.take_error()? {
+                    return Err(e);
+                }
+                // A wake can be spurious (an event for an earlier file under this fd number):
+                // connected only once the peer is known.
+                match stream.peer_addr() {
+                    Ok(_) => break,
+                    Err(e) if e.kind() == io::ErrorKind::NotConnected => {}
+                    Err(e) => return Err(e),
+                }
             }
         }
         Ok(stream)

@@ -99,6 +99,12 @@ impl Reactor {
         !self.timers.borrow().is_empty()
     }
 
+    /// Whether a timer is due now (reads the clock only when there are timers).
+    pub(crate) fn timer_due(&self) -> bool {
+        let next = self.timers.borrow_mut().next_deadline();
+        next.is_some_and(|d| d <= Instant::now())
+    }
+
     /// Whether some task waits for an fd.
     pub(crate) fn has_fd_waiters(&self) -> bool {
         self.fd_waiters.get() > 0

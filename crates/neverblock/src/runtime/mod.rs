@@ -2,11 +2,13 @@
 //! blocking style (sleep, wait for an fd, join another fiber) parks only its fiber.
 //!
 //! [`run`] starts a runtime on the calling thread and runs a closure in its first
-//! fiber; [`spawn`] adds fibers. Each is a *task*: the scheduler (on the thread's
-//! root fiber) switches to it with `transfer`; a task that must wait parks by
-//! transferring back, after leaving a wake-up with whatever it waits for (a timer,
-//! an fd, a `JoinHandle`). Tasks run in FIFO order; a task that [`yield_now`]s goes
-//! behind the timers and I/O that are due, so nothing starves.
+//! fiber; [`spawn`] adds fibers. Each is a *task*, run on a reused worker fiber
+//! and switched to with `transfer`; a task that must wait leaves a wake-up with
+//! whatever it waits for (a timer, an fd, a `JoinHandle`) and transfers to the
+//! next runnable task, or to the root (the event loop) when none is runnable or
+//! every 61 switches. Tasks run in FIFO order; a task that [`yield_now`]s goes
+//! behind the timers that are due, and I/O is polled at least every 61 switches,
+//! so nothing starves.
 //!
 //! Inside a task, fibers may `resume` and `yield` as they please: a fiber a task
 //! resumed can park too, and is continued where it parked.
@@ -91,9 +93,10 @@ pub fn run<T: 'static>(f: impl FnOnce() -> T + 'static) -> T {
     }
 }
 
-/// Starts `f` in a new fiber of this thread's runtime. The fiber (and its stack)
-/// is made when it first runs, so a burst of short tasks runs on recycled, warm
-/// stacks; if no stack can be had then, its `join` returns [`JoinError::NoStack`].
+/// Starts `f` in a new fiber of this thread's runtime. It takes a worker fiber
+/// (and its stack) when it first runs, so a burst of short tasks runs on one
+/// recycled, warm stack; if no stack can be had then, its `join` returns
+/// [`JoinError::NoStack`].
 ///
 /// # Panics
 ///
@@ -171,7 +174,8 @@ impl fmt::Display for SpawnError {
 
 impl std::error::Error for SpawnError {}
 
-/// Lets the other runnable fibers (and due timers and I/O) run, then continues.
+/// Lets the other runnable fibers (and due timers) run, then continues; I/O is
+/// polled at least every 61 switches.
 /// Outside a runtime, yields the thread.
 ///
 /// # Examples

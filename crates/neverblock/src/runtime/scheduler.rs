@@ -107,12 +107,6 @@ pub(crate) fn in_task() -> Option<Rc<Scheduler>> {
     CONTEXT.try_with(|c| c.borrow().clone()).ok().flatten().filter(|s| s.current.get().is_some())
 }
 
-/// Runs `f` with this thread's scheduler when the calling code runs in one of
-/// its tasks (like [`in_task`], without a reference count to pay).
-pub(crate) fn with_task_scheduler<R>(f: impl FnOnce(&Scheduler) -> R) -> Option<R> {
-    CONTEXT.try_with(|c| c.borrow().as_ref().filter(|s| s.current.get().is_some()).map(|s| f(s))).ok().flatten()
-}
-
 /// The scheduler of this thread, if a runtime runs on it.
 pub(crate) fn current() -> Option<Rc<Scheduler>> {
     CONTEXT.try_with(|c| c.borrow().clone()).ok().flatten()
@@ -254,11 +248,11 @@ impl Scheduler {
                 }
                 task.park += 1;
                 task.state = State::Parked;
-                continue_here(task);
-                Some(Wake { task: id, park: task.park })
+                Some((Wake { task: id, park: task.park }, continue_here(task)))
             })
             .expect("the running task is registered");
-        let Some(wake) = wake else { return Woken::TimedOut };
+        let Some((wake, replaced)) = wake else { return Woken::TimedOut };
+        drop(replaced); // a fiber the task resumed earlier may unwind here, outside the borrow
         if register(wake) {
             self.with_task(id, |task| {
                 task.park += 1;
@@ -272,11 +266,15 @@ impl Scheduler {
     /// Puts the running task at the back of the run queue and lets the others run.
     pub(crate) fn yield_task(&self) {
         let id = self.current.get().expect("yield is called from a task");
-        self.with_task(id, |task| {
+        let replaced = self.with_task(id, |task| {
             task.state = State::Runnable;
-            continue_here(task);
+            continue_here(task)
         });
+        drop(replaced);
         self.queue.borrow_mut().push_back(id);
+        if self.reactor.timer_due() {
+            self.switches.set(POLL_EVERY); // a yield goes behind the timers that are due
+        }
         self.switch_away();
     }
 
@@ -334,7 +332,12 @@ impl Scheduler {
                     let mut task = tasks.remove(id as u32 as usize);
                     drop(tasks);
                     let (job, _) = task.start.take().expect("a task that never ran has its job");
+                    // Its closure may be dropped here, on whichever fiber dispatches: as on
+                    // the root, no task is current while that runs.
+                    let dispatching = self.current.take();
                     self.end(&task, &*job, outcome);
+                    drop((task, job));
+                    self.current.set(dispatching);
                     continue;
                 }
             }
@@ -533,11 +536,13 @@ impl Scheduler {
 }
 
 /// Points a task that is about to wait at the running fiber (its worker, or a
-/// fiber it resumed), where it continues when woken.
-fn continue_here(task: &mut Task) {
-    if !task.resume_at.as_ref().is_some_and(Fiber::is_current) {
-        task.resume_at = Some(Fiber::current());
+/// fiber it resumed), where it continues when woken. Returns the handle it
+/// replaces, for the caller to drop once its borrow of the task ends.
+fn continue_here(task: &mut Task) -> Option<Fiber<()>> {
+    if task.resume_at.as_ref().is_some_and(Fiber::is_current) {
+        return None;
     }
+    task.resume_at.replace(Fiber::current())
 }
 
 /// The body of every worker fiber: runs the task it was switched to for, then
@@ -553,16 +558,20 @@ fn work() {
             job.run();
             fiber::reset_locals(Vec::new());
         }));
-        if let Err(payload) = ran {
-            if fiber::unwinding_a_dropped_fiber() {
-                // The worker itself is being dropped (its runtime ends): let it unwind.
-                panic::resume_unwind(payload);
+        if fiber::unwinding_a_dropped_fiber() {
+            // The worker itself is being dropped (its runtime ends), even if the task
+            // caught that unwind: let it end, touching nothing of the scheduler.
+            match ran {
+                Err(payload) => panic::resume_unwind(payload),
+                Ok(()) => return,
             }
-            fiber::reset_locals(Vec::new());
-            s.finish(id, &*job, Err(payload));
-        } else {
-            s.finish(id, &*job, Ok(()));
         }
+        if ran.is_err() {
+            fiber::reset_locals(Vec::new());
+        }
+        s.finish(id, &*job, ran);
+        // The value or payload is the joiner's now; an idle worker keeps nothing of it.
+        drop(job);
         if !s.start_next_here() {
             s.idle_workers.borrow_mut().push(Fiber::current());
             s.dispatch();

@@ -45,17 +45,13 @@ pub(crate) fn wait_through_timeouts(register: impl FnOnce(Waiter)) {
 }
 
 fn wait_inner(register: impl FnOnce(Waiter), interruptible: bool) -> Woken {
-    let mut register = Some(register);
-    let parked = scheduler::with_task_scheduler(|s| {
-        let register = register.take().expect("registered once");
-        let scheduler = s.id();
-        s.park_for_waiter(|wake| register(Waiter::Fiber { scheduler, wake }), interruptible)
-    });
-    parked.unwrap_or_else(|| {
-        register.take().expect("registered once")(Waiter::Thread(thread::current()));
+    let Some(s) = scheduler::in_task() else {
+        register(Waiter::Thread(thread::current()));
         thread::park();
-        Woken::Ready
-    })
+        return Woken::Ready;
+    };
+    let scheduler = s.id();
+    s.park_for_waiter(|wake| register(Waiter::Fiber { scheduler, wake }), interruptible)
 }
 
 /// Waiters in arrival order, each under a ticket so it can leave the line.

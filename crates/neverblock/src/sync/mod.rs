@@ -24,8 +24,9 @@ pub use wait_group::WaitGroup;
 use crate::runtime::scheduler::Woken;
 use crate::runtime::waiter::{self, WaitList};
 
-/// The lock around a primitive's own state. It is held for a few instructions,
-/// never across a switch, so a spin lock (one atomic to take, a plain store to
+/// The lock around a primitive's own state. It is held for a few instructions
+/// (plus, when a waiter on another thread is woken, a push to that runtime's
+/// locked queue and an eventfd write), never across a switch, so a spin lock (one atomic to take, a plain store to
 /// release: half a futex mutex's cost) serves best; a thread that finds it taken
 /// yields until it is free. It has no poisoning to get past.
 type StateLock<S> = spin::mutex::SpinMutex<S, spin::relax::Yield>;

@@ -398,3 +398,13 @@ fn tasks_sharing_a_worker_fiber_never_see_each_others_locals() {
     });
     assert_eq!(dropped.get(), 100);
 }
+
+#[test]
+fn a_detached_tasks_value_is_dropped_when_it_ends_not_kept_by_its_worker() {
+    run(|| {
+        let (tx, rx) = unbounded::<u32>();
+        drop(spawn(move || tx)); // its value, the only sender, has no joiner
+        let got = timeout(Duration::from_secs(5), || rx.recv());
+        assert_eq!(got, Ok(Err(RecvError::Disconnected)));
+    });
+}
