@@ -95,17 +95,20 @@ fn a_read_timeout_fails_the_read_and_other_fibers_run_meanwhile() {
         let _server_side = listener.accept().unwrap();
         conn.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
         assert_eq!(conn.read_timeout().unwrap(), Some(Duration::from_millis(50)));
-        let ticker = spawn(|| {
-            let mut ticks = 0;
+        let ticks = std::rc::Rc::new(std::cell::Cell::new(0));
+        let t = ticks.clone();
+        let ticker = spawn(move || {
             for _ in 0..5 {
                 neverblock::sleep(Duration::from_millis(5));
-                ticks += 1;
+                t.set(t.get() + 1);
             }
-            ticks
         });
         let start = Instant::now();
         let err = (&conn).read(&mut [0; 8]).unwrap_err();
-        (err.kind(), start.elapsed(), ticker.join().unwrap())
+        // Counted before the join: ticks that only ran after the read would not count.
+        let ticked = ticks.get();
+        ticker.join().unwrap();
+        (err.kind(), start.elapsed(), ticked)
     });
     assert_eq!(kind, ErrorKind::TimedOut);
     assert!(waited >= Duration::from_millis(50), "waited only {waited:?}");

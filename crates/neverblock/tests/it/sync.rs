@@ -5,7 +5,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use neverblock::sync::{bounded, oneshot, unbounded, Mutex, Notify, RecvError, Semaphore, SendError, WaitGroup};
-use neverblock::{run, sleep, spawn, timeout, yield_now, Elapsed};
+use neverblock::{run, sleep, spawn, timeout, yield_now, Elapsed, JoinError};
 
 #[test]
 fn a_semaphore_limits_concurrency() {
@@ -51,17 +51,34 @@ fn mutex_waiters_get_the_lock_in_arrival_order() {
 }
 
 #[test]
-fn a_waiter_that_times_out_passes_its_wakeup_on() {
+fn a_waiter_that_times_out_leaves_the_line() {
     run(|| {
         let sem = Rc::new(Semaphore::new(1));
         let held = sem.acquire().unwrap();
         let s = sem.clone();
-        let patient = spawn(move || s.acquire().map(|_| ()).is_ok());
-        let s = sem.clone();
         let hasty = spawn(move || timeout(Duration::from_millis(5), || s.acquire().map(|_| ())));
+        let s = sem.clone();
+        let patient = spawn(move || timeout(Duration::from_secs(5), || s.acquire().is_ok()) == Ok(true));
         sleep(Duration::from_millis(10));
         drop(held);
         assert!(matches!(hasty.join().unwrap(), Err(Elapsed) | Ok(Err(Elapsed))));
+        assert!(patient.join().unwrap(), "the patient waiter still gets the permit");
+    });
+}
+
+#[test]
+fn a_waiter_cancelled_after_its_wakeup_passes_it_on() {
+    run(|| {
+        let sem = Rc::new(Semaphore::new(1));
+        let held = sem.acquire().unwrap();
+        let s = sem.clone();
+        let first = spawn(move || s.acquire().map(|_| ()));
+        let s = sem.clone();
+        let patient = spawn(move || timeout(Duration::from_secs(5), || s.acquire().is_ok()) == Ok(true));
+        yield_now(); // both wait in line, `first` ahead
+        drop(held); // the wake-up goes to `first`…
+        first.cancel(); // …which unwinds before taking the permit
+        assert!(matches!(first.join(), Err(JoinError::Cancelled)));
         assert!(patient.join().unwrap(), "the patient waiter still gets the permit");
     });
 }
