@@ -57,9 +57,9 @@ impl<T: AsFd> NonBlocking<T> {
         self.io_with(Interest::WRITABLE, load(&self.write_timeout), op)
     }
 
-    /// Waits once until the fd is writable (a non-blocking connect completing), within `timeout`.
-    pub(crate) fn wait_writable(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.wait(Interest::WRITABLE, timeout.map(|t| Instant::now() + t))
+    /// Waits once until the fd is writable (a non-blocking connect completing), until `deadline`.
+    pub(crate) fn wait_writable(&self, deadline: Option<Instant>) -> io::Result<()> {
+        self.wait(Interest::WRITABLE, deadline)
     }
 
     pub(crate) fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {

@@ -89,20 +89,14 @@ impl TcpStream {
             Err(e) => return Err(e),
         };
         let stream = TcpStream { io: NonBlocking::new(std::net::TcpStream::from(socket)) };
-        let deadline = timeout.map(|t| std::time::Instant::now() + t);
         if pending {
+            let deadline = timeout.map(|t| std::time::Instant::now() + t);
             loop {
-                let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
-                let timed_out = || io::Error::new(io::ErrorKind::TimedOut, format!("connect to {addr} timed out"));
-                if left == Some(Duration::ZERO) {
-                    return Err(timed_out());
-                }
-                stream.io.wait_writable(left).map_err(|e| {
-                    if e.kind() == io::ErrorKind::TimedOut {
-                        timed_out()
-                    } else {
-                        e
+                stream.io.wait_writable(deadline).map_err(|e| match e.kind() {
+                    io::ErrorKind::TimedOut => {
+                        io::Error::new(io::ErrorKind::TimedOut, format!("connect to {addr} timed out"))
                     }
+                    _ => e,
                 })?;
                 if let Some(e) = stream.take_error()? {
                     return Err(e);

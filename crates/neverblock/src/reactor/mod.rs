@@ -178,11 +178,16 @@ impl Reactor {
     /// The tasks whose timers are due, without asking the poller (no system call).
     pub(crate) fn expire_timers(&self) -> Turn {
         let mut turn = Turn { woken: Vec::new(), remote: false };
+        self.expire_into(&mut turn.woken);
+        turn
+    }
+
+    /// Adds the tasks whose timers are due to `woken` (reads the clock only when there are timers).
+    fn expire_into(&self, woken: &mut Vec<Wake>) {
         let mut timers = self.timers.borrow_mut();
         if !timers.is_empty() {
-            timers.expire(Instant::now(), &mut turn.woken);
+            timers.expire(Instant::now(), woken);
         }
-        turn
     }
 
     /// Waits for readiness, a deadline or a remote wake (at most `timeout`, `None`
@@ -219,7 +224,7 @@ impl Reactor {
             }
         }
         self.fd_waiters.set(self.fd_waiters.get() - turn.woken.len());
-        self.timers.borrow_mut().expire(Instant::now(), &mut turn.woken);
+        self.expire_into(&mut turn.woken);
         Ok(turn)
     }
 }
