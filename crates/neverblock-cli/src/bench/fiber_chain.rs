@@ -187,11 +187,9 @@ fn probe(args: &ChainArgs) -> anyhow::Result<()> {
     }
 }
 
-/// Peak resident memory of this process (VmHWM), in bytes.
+/// Peak resident memory of this process, in bytes.
 fn peak_rss() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
+    super::status_bytes("VmHWM:")
 }
 
 enum Attempt {

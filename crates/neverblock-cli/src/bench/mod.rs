@@ -27,7 +27,8 @@ pub(crate) enum Bench {
     Sleepers(runtime::SleepersArgs),
     /// SYSTEM.md §2 delay_client: 1000 GETs against a server that answers after D ms.
     DelayClient(delay_client::DelayClientArgs),
-    /// Every benchmark but `sleepers` (a million fibers, ~30 s) and `fiber-chain --max`, with defaults.
+    /// Every benchmark but `sleepers` (a million fibers), `delay-client` (a server per delay) and
+    /// `fiber-chain --max`, with defaults.
     All(Common),
 }
 
@@ -37,9 +38,17 @@ pub(crate) struct Common {
     /// Print one JSON object per row instead of a table.
     #[arg(long)]
     json: bool,
-    /// Also run the peers: raw corosensei (the floor), MRI Ruby and Go when installed.
+    /// Also run the peers each benchmark has, when installed: raw corosensei (the floor), MRI Ruby, Go,
+    /// Python gevent.
     #[arg(long)]
     peers: bool,
+}
+
+/// A `/proc/self/status` field given in kB (`VmRSS:`, `VmHWM:`), in bytes.
+fn status_bytes(key: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let value = status.lines().find_map(|l| l.strip_prefix(key))?;
+    Some(value.split_whitespace().next()?.parse::<u64>().ok()? * 1024)
 }
 
 impl Bench {
@@ -54,8 +63,8 @@ impl Bench {
             Bench::All(common) => {
                 fiber_chain::run(fiber_chain::ChainArgs::defaults(common.clone()))?;
                 fiber_switch::run(fiber_switch::SwitchArgs::defaults(common.clone()))?;
-                runtime::spawn_join(runtime::SpawnJoinArgs { n: 100_000, common: common.clone() })?;
-                runtime::ping_pong(runtime::PingPongArgs { n: 1_000_000, common })
+                runtime::spawn_join(runtime::SpawnJoinArgs::defaults(common.clone()))?;
+                runtime::ping_pong(runtime::PingPongArgs::defaults(common))
             }
         }
     }

@@ -17,7 +17,6 @@ const PYTHON_DELAY_CLIENT: &str = include_str!("../../../../peers/python/delay_c
 
 /// Runs every installed peer of `bench` with `params` (`--name value` flags) and returns their rows.
 pub(crate) fn run(bench: &str, params: &[(&str, String)]) -> Vec<Row> {
-    let flags: Vec<String> = params.iter().flat_map(|(k, v)| [format!("--{k}"), v.clone()]).collect();
     let mut rows = Vec::new();
     let ruby_source = match bench {
         "fiber-chain" => RUBY_FIBER_CHAIN,
@@ -26,22 +25,18 @@ pub(crate) fn run(bench: &str, params: &[(&str, String)]) -> Vec<Row> {
     match installed("ruby", "--version") {
         true => {
             let script = write_source(&format!("{bench}.rb"), ruby_source);
-            rows.extend(run_peer("ruby", Command::new("ruby").arg(script).args(&flags)));
+            rows.extend(run_peer("ruby", Command::new("ruby").arg(script).args(flags(params))));
         }
         false => eprintln!("note: ruby peer skipped: `ruby` is not installed (apt-get install ruby)"),
     }
-    match go_binary() {
-        Some(binary) => rows.extend(run_peer("go", Command::new(binary).arg(bench).args(&flags))),
-        None => eprintln!("note: go peer skipped: `go` is not installed or the peer did not build"),
-    }
+    rows.extend(run_go(bench, params));
     rows
 }
 
 /// Runs only the Go peer of `bench` (the runtime experiments have no Ruby peer).
 pub(crate) fn run_go(bench: &str, params: &[(&str, String)]) -> Vec<Row> {
-    let flags: Vec<String> = params.iter().flat_map(|(k, v)| [format!("--{k}"), v.clone()]).collect();
     match go_binary() {
-        Some(binary) => run_peer("go", Command::new(binary).arg(bench).args(&flags)),
+        Some(binary) => run_peer("go", Command::new(binary).arg(bench).args(flags(params))),
         None => {
             eprintln!("note: go peer skipped: `go` is not installed or the peer did not build");
             Vec::new()
@@ -49,53 +44,65 @@ pub(crate) fn run_go(bench: &str, params: &[(&str, String)]) -> Vec<Row> {
     }
 }
 
-/// The delay-client peers that are installed, each run against `url` with `requests`
-/// GETs: (name, ok, errors, seconds) per peer.
+fn flags(params: &[(&str, String)]) -> Vec<String> {
+    params.iter().flat_map(|(k, v)| [format!("--{k}"), v.clone()]).collect()
+}
+
+/// One installed delay-client peer: its row name, and the program and script to run.
+struct DelayPeer {
+    name: &'static str,
+    program: PathBuf,
+    script: Option<PathBuf>,
+}
+
+/// The delay-client peers that are installed, found (and built) once per process;
+/// a note names each one skipped.
+fn delay_peers() -> &'static [DelayPeer] {
+    static PEERS: OnceLock<Vec<DelayPeer>> = OnceLock::new();
+    PEERS.get_or_init(|| {
+        let mut peers = Vec::new();
+        match go_build("delayclient", GO_DELAY_CLIENT) {
+            Some(program) => peers.push(DelayPeer { name: "go-goroutines", program, script: None }),
+            None => eprintln!("note: go peer skipped: `go` is not installed or the peer did not build"),
+        }
+        match installed("ruby", "--version") {
+            true => peers.push(DelayPeer {
+                name: "ruby-threads",
+                program: "ruby".into(),
+                script: Some(write_source("delay_client.rb", RUBY_DELAY_CLIENT)),
+            }),
+            false => eprintln!("note: ruby peer skipped: `ruby` is not installed (apt-get install ruby)"),
+        }
+        match Command::new("python3").args(["-c", "import gevent"]).output().is_ok_and(|o| o.status.success()) {
+            true => peers.push(DelayPeer {
+                name: "python-gevent",
+                program: "python3".into(),
+                script: Some(write_source("delay_client.py", PYTHON_DELAY_CLIENT)),
+            }),
+            false => {
+                eprintln!("note: python gevent peer skipped: `python3 -c 'import gevent'` failed (pip install gevent)")
+            }
+        }
+        peers
+    })
+}
+
+/// Runs each installed delay-client peer against `url` with `requests` GETs:
+/// (name, ok, errors, seconds) per peer.
 pub(crate) fn delay_client(url: &str, requests: usize) -> Vec<(String, usize, usize, f64)> {
     let n = requests.to_string();
-    let mut commands = Vec::new();
-    match go_build("delayclient", GO_DELAY_CLIENT) {
-        Some(binary) => commands.push(("go-goroutines", Command::new(binary))),
-        None => eprintln!("note: go peer skipped: `go` is not installed or the peer did not build"),
-    }
-    match installed("ruby", "--version") {
-        true => {
-            let mut ruby = Command::new("ruby");
-            ruby.arg(write_source("delay_client.rb", RUBY_DELAY_CLIENT));
-            commands.push(("ruby-threads", ruby));
-        }
-        false => eprintln!("note: ruby peer skipped: `ruby` is not installed (apt-get install ruby)"),
-    }
-    match Command::new("python3").args(["-c", "import gevent"]).output().is_ok_and(|o| o.status.success()) {
-        true => {
-            let mut python = Command::new("python3");
-            python.arg(write_source("delay_client.py", PYTHON_DELAY_CLIENT));
-            commands.push(("python-gevent", python));
-        }
-        false => {
-            eprintln!("note: python gevent peer skipped: `python3 -c 'import gevent'` failed (pip install gevent)")
-        }
-    }
     let mut results = Vec::new();
-    for (name, mut command) in commands {
-        let out = match command.args([url, &n]).output() {
-            Ok(out) if out.status.success() => out,
-            Ok(out) => {
-                eprintln!("note: {name} peer failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim());
-                continue;
-            }
-            Err(e) => {
-                eprintln!("note: {name} peer could not start: {e}");
-                continue;
-            }
-        };
-        let parsed: Option<serde_json::Value> = serde_json::from_slice(&out.stdout).ok();
+    for peer in delay_peers() {
+        let mut command = Command::new(&peer.program);
+        command.args(&peer.script).args([url, &n]);
+        let Some(stdout) = peer_stdout(peer.name, &mut command) else { continue };
+        let parsed: Option<serde_json::Value> = serde_json::from_slice(&stdout).ok();
         let field = |k: &str| parsed.as_ref().and_then(|v| v.get(k)).and_then(serde_json::Value::as_f64);
         match (field("ok"), field("errors"), field("seconds")) {
             (Some(ok), Some(errors), Some(seconds)) => {
-                results.push((name.to_owned(), ok as usize, errors as usize, seconds));
+                results.push((peer.name.to_owned(), ok as usize, errors as usize, seconds));
             }
-            _ => eprintln!("note: {name} peer printed no result: {}", String::from_utf8_lossy(&out.stdout).trim()),
+            _ => eprintln!("note: {} peer printed no result: {}", peer.name, String::from_utf8_lossy(&stdout).trim()),
         }
     }
     results
@@ -143,18 +150,21 @@ fn go_build(name: &str, source: &str) -> Option<PathBuf> {
 
 /// Runs one peer and parses the JSON rows it prints.
 fn run_peer(name: &str, command: &mut Command) -> Vec<Row> {
+    let Some(stdout) = peer_stdout(name, command) else { return Vec::new() };
+    String::from_utf8_lossy(&stdout).lines().filter_map(|line| serde_json::from_str::<Row>(line).ok()).collect()
+}
+
+/// Runs one peer to its end and returns what it printed; a note says why not.
+fn peer_stdout(name: &str, command: &mut Command) -> Option<Vec<u8>> {
     match command.output() {
-        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|line| serde_json::from_str::<Row>(line).ok())
-            .collect(),
+        Ok(out) if out.status.success() => Some(out.stdout),
         Ok(out) => {
             eprintln!("note: {name} peer failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim());
-            Vec::new()
+            None
         }
         Err(e) => {
             eprintln!("note: {name} peer could not start: {e}");
-            Vec::new()
+            None
         }
     }
 }

@@ -8,24 +8,45 @@ use clap::Args;
 use neverblock::sync::bounded;
 use serde_json::json;
 
-use super::{peers, report, Common, Row};
+use super::{peers, report, status_bytes, Common, Row};
+
+/// Resident memory of this process, in bytes.
+fn resident() -> u64 {
+    status_bytes("VmRSS:").unwrap_or(0)
+}
 
 #[derive(Args, Debug)]
 pub(crate) struct SpawnJoinArgs {
     /// Fibers spawned (and joined) per timed run.
-    #[arg(long, default_value_t = 100_000)]
-    pub(crate) n: usize,
+    #[arg(long, default_value_t = SpawnJoinArgs::N)]
+    n: usize,
     #[command(flatten)]
-    pub(crate) common: Common,
+    common: Common,
+}
+
+impl SpawnJoinArgs {
+    const N: usize = 100_000;
+
+    pub(crate) fn defaults(common: Common) -> SpawnJoinArgs {
+        SpawnJoinArgs { n: Self::N, common }
+    }
 }
 
 #[derive(Args, Debug)]
 pub(crate) struct PingPongArgs {
     /// Round trips.
-    #[arg(long, default_value_t = 1_000_000)]
-    pub(crate) n: usize,
+    #[arg(long, default_value_t = PingPongArgs::N)]
+    n: usize,
     #[command(flatten)]
-    pub(crate) common: Common,
+    common: Common,
+}
+
+impl PingPongArgs {
+    const N: usize = 1_000_000;
+
+    pub(crate) fn defaults(common: Common) -> PingPongArgs {
+        PingPongArgs { n: Self::N, common }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -39,17 +60,6 @@ pub(crate) struct SleepersArgs {
     sleep_ms: u64,
     #[command(flatten)]
     pub(crate) common: Common,
-}
-
-/// Resident memory of this process (VmRSS), in bytes.
-fn rss() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-        .unwrap_or(0)
-        * 1024
 }
 
 pub(crate) fn spawn_join(args: SpawnJoinArgs) -> anyhow::Result<()> {
@@ -114,12 +124,13 @@ pub(crate) fn ping_pong(args: PingPongArgs) -> anyhow::Result<()> {
 pub(crate) fn sleepers(args: SleepersArgs) -> anyhow::Result<()> {
     let (n, sleep) = (args.n, Duration::from_millis(args.sleep_ms));
     let measured = neverblock::run(move || -> anyhow::Result<[f64; 3]> {
-        let before = rss();
+        // The handles are made before the first reading: Go's goroutines have none.
+        let mut handles = Vec::with_capacity(n);
+        let before = resident();
         let start = Instant::now();
         // The deadline is set once every fiber has been made (run once), before any sleeps.
         let deadline = Rc::new(std::cell::Cell::new(None));
         let woke = Rc::new(std::cell::Cell::new(0usize));
-        let mut handles = Vec::with_capacity(n);
         for _ in 0..n {
             let (woke, deadline) = (woke.clone(), deadline.clone());
             handles.push(neverblock::try_spawn(move || {
@@ -135,13 +146,15 @@ pub(crate) fn sleepers(args: SleepersArgs) -> anyhow::Result<()> {
         deadline.set(Some(wake_at));
         neverblock::yield_now();
         anyhow::ensure!(Instant::now() < wake_at, "the fibers' first runs outlasted the sleep; raise --sleep-ms");
-        let asleep = rss().saturating_sub(before);
+        let asleep = resident().saturating_sub(before);
+        // This fiber's timer was entered after every sleeper's, at the same deadline:
+        // equal deadlines fire in order, so all have woken when it does.
         neverblock::sleep_until(wake_at);
-        while woke.get() < n {
-            neverblock::yield_now();
-        }
         let wake = wake_at.elapsed();
-        handles.into_iter().for_each(|h| drop(h.join()));
+        anyhow::ensure!(woke.get() == n, "only {} of {n} sleepers woke", woke.get());
+        for h in handles {
+            h.join().map_err(|e| anyhow::anyhow!("a sleeper failed: {e}"))?;
+        }
         Ok([(asleep / n as u64) as f64, wake.as_secs_f64(), spawned.as_secs_f64()])
     })?;
     let [bytes, wake, spawned] = measured;
