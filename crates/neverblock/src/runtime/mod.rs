@@ -80,13 +80,14 @@ pub fn run<T: 'static>(f: impl FnOnce() -> T + 'static) -> T {
     let scheduler =
         Rc::new(Scheduler::new().unwrap_or_else(|e| panic!("neverblock: cannot start the event loop: {e}")));
     let _entered = scheduler.enter();
-    let handle = try_spawn_on(&scheduler, None, f).unwrap_or_else(|e| panic!("neverblock: {e}"));
+    let handle = spawn_in(&scheduler, None, f);
     let ended = scheduler.run_until_done(handle.id);
     scheduler.drop_tasks();
     if let Err(e) = ended {
         panic!("neverblock: {e}");
     }
-    match handle.slot_result() {
+    // No task runs now: `join` takes the result as it is, or reports it missing.
+    match handle.join() {
         Ok(value) => value,
         Err(JoinError::Panicked(payload)) => panic::resume_unwind(payload.into_inner()),
         Err(other) => panic!("neverblock: the main fiber did not finish: {other}"),
@@ -128,7 +129,7 @@ pub fn spawn<T: 'static>(f: impl FnOnce() -> T + 'static) -> JoinHandle<T> {
 pub fn try_spawn<T: 'static>(f: impl FnOnce() -> T + 'static) -> Result<JoinHandle<T>, SpawnError> {
     let scheduler = scheduler::current().ok_or(SpawnError::NoRuntime)?;
     let name = scheduler.current_task().and_then(|id| scheduler.task_name(id));
-    try_spawn_on(&scheduler, name, f)
+    Ok(spawn_in(&scheduler, name, f))
 }
 
 /// Like [`spawn`], naming the fiber (see [`current_task_name`]).
@@ -143,17 +144,17 @@ pub fn try_spawn<T: 'static>(f: impl FnOnce() -> T + 'static) -> Result<JoinHand
 /// ```
 pub fn spawn_named<T: 'static>(name: &str, f: impl FnOnce() -> T + 'static) -> JoinHandle<T> {
     let scheduler = scheduler::current().expect("neverblock::spawn_named outside a runtime");
-    try_spawn_on(&scheduler, Some(name.into()), f).unwrap_or_else(|e| panic!("neverblock::spawn_named: {e}"))
+    spawn_in(&scheduler, Some(name.into()), f)
 }
 
-fn try_spawn_on<T: 'static>(
+fn spawn_in<T: 'static>(
     scheduler: &Scheduler,
     name: Option<Rc<str>>,
     f: impl FnOnce() -> T + 'static,
-) -> Result<JoinHandle<T>, SpawnError> {
+) -> JoinHandle<T> {
     let (job, cell) = task::job(f);
     let id = scheduler.spawn(name, job);
-    Ok(JoinHandle { id, cell })
+    JoinHandle { id, cell }
 }
 
 /// Why a fiber could not be spawned.
@@ -278,7 +279,11 @@ impl std::error::Error for Elapsed {}
 /// });
 /// ```
 pub fn timeout<T>(duration: Duration, f: impl FnOnce() -> T) -> Result<T, Elapsed> {
-    let deadline = Instant::now() + duration;
+    timeout_at(Instant::now() + duration, f)
+}
+
+/// [`timeout`] with its deadline given as an instant.
+pub(crate) fn timeout_at<T>(deadline: Instant, f: impl FnOnce() -> T) -> Result<T, Elapsed> {
     let Some(s) = scheduler::in_task() else {
         let value = f();
         return if Instant::now() > deadline { Err(Elapsed) } else { Ok(value) };
@@ -326,10 +331,4 @@ pub fn current_task_id() -> Option<u64> {
 pub fn current_task_name() -> Option<String> {
     let s = scheduler::in_task()?;
     s.task_name(s.current_task()?).map(|n| n.to_string())
-}
-
-impl<T> JoinHandle<T> {
-    fn slot_result(&self) -> Result<T, JoinError> {
-        self.slot_take().unwrap_or(Err(JoinError::RuntimeGone))
-    }
 }

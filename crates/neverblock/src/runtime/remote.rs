@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use super::scheduler::Scheduler;
-use crate::sys::epoll::Waker;
+use crate::reactor::Waker;
 
 type Job = Box<dyn FnOnce(&Scheduler) + Send>;
 

@@ -195,8 +195,7 @@ impl Scheduler {
     }
 
     fn with_task<R>(&self, id: u64, f: impl FnOnce(&mut Task) -> R) -> Option<R> {
-        let mut tasks = self.tasks.borrow_mut();
-        tasks.get_mut(id as u32 as usize).filter(|t| t.id == id).map(f)
+        live(&mut self.tasks.borrow_mut(), id).map(f)
     }
 
     /// Parks the running task: `register` learns the `Wake` that ends the park.
@@ -307,12 +306,12 @@ impl Scheduler {
     /// not polled for `POLL_EVERY` switches.
     fn next_fiber(&self) -> Option<Fiber<()>> {
         loop {
-            if self.switches.get() >= POLL_EVERY {
+            if self.root_due() {
                 break;
             }
             let Some(id) = self.queue.borrow_mut().pop_front() else { break };
             let mut tasks = self.tasks.borrow_mut();
-            let Some(task) = tasks.get_mut(id as u32 as usize).filter(|t| t.id == id) else { continue };
+            let Some(task) = live(&mut tasks, id) else { continue };
             if task.state != State::Runnable {
                 continue;
             }
@@ -329,7 +328,7 @@ impl Scheduler {
                     }
                 };
                 if let Some(outcome) = refusal {
-                    let mut task = tasks.remove(id as u32 as usize);
+                    let mut task = tasks.remove(key(id));
                     drop(tasks);
                     let (job, _) = task.start.take().expect("a task that never ran has its job");
                     // Its closure may be dropped here, on whichever fiber dispatches: as on
@@ -341,10 +340,7 @@ impl Scheduler {
                     continue;
                 }
             }
-            task.state = State::Running;
-            self.continued.set((task.cancelled, task.timed_out));
-            self.switches.set(self.switches.get() + 1);
-            self.current.set(Some(id));
+            self.claim(task, id);
             return task.resume_at.clone();
         }
         self.current.set(None);
@@ -354,21 +350,33 @@ impl Scheduler {
     /// On a worker whose task just ended: if the next task in line has never run,
     /// makes it current on this same fiber (no switch) and returns true.
     fn start_next_here(&self) -> bool {
-        if self.switches.get() >= POLL_EVERY {
+        if self.root_due() {
             return false;
         }
         let Some(id) = self.queue.borrow().front().copied() else { return false };
         let mut tasks = self.tasks.borrow_mut();
-        let Some(task) = tasks.get_mut(id as u32 as usize).filter(|t| t.id == id) else { return false };
+        let Some(task) = live(&mut tasks, id) else { return false };
         if task.state != State::Runnable || task.resume_at.is_some() || task.cancelled {
             return false;
         }
         self.queue.borrow_mut().pop_front();
         task.resume_at = Some(Fiber::current());
+        self.claim(task, id);
+        true
+    }
+
+    /// Makes `task` (`id`, just taken off the queue) the running one, and notes
+    /// why its park ends.
+    fn claim(&self, task: &mut Task, id: u64) {
         task.state = State::Running;
+        self.continued.set((task.cancelled, task.timed_out));
         self.switches.set(self.switches.get() + 1);
         self.current.set(Some(id));
-        true
+    }
+
+    /// Whether the next switch should go to the root, to poll.
+    fn root_due(&self) -> bool {
+        self.switches.get() >= POLL_EVERY
     }
 
     /// An idle worker fiber, or a new one.
@@ -388,12 +396,12 @@ impl Scheduler {
         if task.id == self.main.get() {
             self.switches.set(POLL_EVERY); // back to the root, which returns
         }
-        job.complete(outcome);
+        job.complete(outcome, self);
     }
 
     /// Ends the task `id`, which ran `job` to its end on the running worker.
     fn finish(&self, id: u64, job: &dyn Job, ran: std::thread::Result<()>) {
-        let task = self.tasks.borrow_mut().remove(id as u32 as usize);
+        let task = self.tasks.borrow_mut().remove(key(id));
         let outcome = match ran {
             Ok(()) => Outcome::Returned,
             Err(payload) if task.cancelled || payload.is::<Cancelled>() => Outcome::Cancelled,
@@ -422,8 +430,8 @@ impl Scheduler {
     }
 
     /// Asks a task to stop: it unwinds from the call it is parked in (at once if
-    /// it never ran). Returns false if the task is already gone.
-    pub(crate) fn cancel(&self, id: u64) -> bool {
+    /// it never ran); nothing if the task is already gone.
+    pub(crate) fn cancel(&self, id: u64) {
         let parked = self.with_task(id, |task| {
             task.cancelled = true;
             let parked = task.state == State::Parked;
@@ -435,7 +443,6 @@ impl Scheduler {
         if parked == Some(true) {
             self.queue.borrow_mut().push_back(id);
         }
-        parked.is_some()
     }
 
     /// Enters a `timeout` scope ending at `deadline` for the running task.
@@ -533,6 +540,16 @@ impl Scheduler {
     pub(crate) fn remote_handle(&self) -> super::remote::RemoteHandle {
         self.remote.handle()
     }
+}
+
+/// The slab slot of task `id` (its low 32 bits).
+fn key(id: u64) -> usize {
+    id as u32 as usize
+}
+
+/// Task `id`, if it is still alive (its slot may hold a later task).
+fn live(tasks: &mut Slab<Task>, id: u64) -> Option<&mut Task> {
+    tasks.get_mut(key(id)).filter(|t| t.id == id)
 }
 
 /// Points a task that is about to wait at the running fiber (its worker, or a

@@ -4,7 +4,7 @@ use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::rc::Rc;
 
-use super::scheduler::{self, Outcome, Woken};
+use super::scheduler::{self, Outcome, Scheduler, Woken};
 use crate::fiber::PanicPayload;
 use crate::reactor::Wake;
 
@@ -52,14 +52,14 @@ impl<T> JoinSlot<T> {
     }
 
     /// Records how the task ended (its value, if any, is already set) and wakes the joiner.
-    fn complete(&self, outcome: Outcome) {
+    fn complete(&self, outcome: Outcome, s: &Scheduler) {
         match outcome {
             Outcome::Returned => {}
             Outcome::Panicked(payload) => self.set(Err(JoinError::Panicked(payload))),
             Outcome::Cancelled => self.set(Err(JoinError::Cancelled)),
             Outcome::NoStack(e) => self.set(Err(JoinError::NoStack(e))),
         }
-        if let (Some(wake), Some(s)) = (self.waiter.take(), scheduler::current()) {
+        if let Some(wake) = self.waiter.take() {
             s.wake(wake);
         }
     }
@@ -70,7 +70,7 @@ pub(crate) trait Job {
     /// Runs the task's closure and keeps its value for the joiner.
     fn run(&self);
     /// Records how the task ended and wakes its joiner.
-    fn complete(&self, outcome: Outcome);
+    fn complete(&self, outcome: Outcome, s: &Scheduler);
 }
 
 /// A task's closure and its join slot in one allocation, shared by the
@@ -92,8 +92,8 @@ impl<F: FnOnce() -> T, T> Job for TaskCell<F, T> {
         }
     }
 
-    fn complete(&self, outcome: Outcome) {
-        self.slot.complete(outcome);
+    fn complete(&self, outcome: Outcome, s: &Scheduler) {
+        self.slot.complete(outcome, s);
     }
 }
 
@@ -156,10 +156,6 @@ impl<T> JoinHandle<T> {
                 return Err(JoinError::TimedOut);
             }
         }
-    }
-
-    pub(crate) fn slot_take(&self) -> Option<Result<T, JoinError>> {
-        self.slot().result.borrow_mut().take()
     }
 
     /// Whether the fiber has finished (its result waits for `join`).

@@ -73,7 +73,7 @@ impl Builder {
         let (registry_txs, workers): (Vec<_>, Vec<_>) = (1..self.threads)
             .map(|index| {
                 let ready = ready_tx.clone();
-                let (registry_tx, registry_rx) = mpsc::channel::<Arc<Vec<Loop>>>();
+                let (registry_tx, registry_rx) = oneshot::<Arc<Vec<Loop>>>();
                 let worker = thread::Builder::new()
                     .name(format!("neverblock-{index}"))
                     .spawn(move || worker(index, ready, registry_rx))
@@ -92,7 +92,7 @@ impl Builder {
                 stops.push(stop);
             }
             let loops = Arc::new(loops.into_iter().map(|l| l.expect("every loop reported")).collect::<Vec<_>>());
-            registry_txs.iter().for_each(|tx| drop(tx.send(loops.clone())));
+            registry_txs.into_iter().for_each(|tx| tx.send(loops.clone()));
             LOOPS.with(|l| *l.borrow_mut() = Some(loops));
             let value = f();
             LOOPS.with(|l| l.borrow_mut().take());
@@ -110,7 +110,7 @@ impl Builder {
 fn worker(
     index: usize,
     ready: mpsc::Sender<(usize, Loop, OneshotSender<()>)>,
-    registry: mpsc::Receiver<Arc<Vec<Loop>>>,
+    registry: OneshotReceiver<Arc<Vec<Loop>>>,
 ) {
     crate::run(move || {
         let s = scheduler::current().expect("inside run");
@@ -118,7 +118,7 @@ fn worker(
         let (stop_tx, stop_rx) = oneshot::<()>();
         ready.send((index, Loop { remote: s.remote_handle(), load: s.load() }, stop_tx)).expect("the main loop waits");
         drop(ready);
-        let loops = crate::spawn_blocking(move || registry.recv()).ok();
+        let loops = registry.recv().ok();
         LOOPS.with(|l| *l.borrow_mut() = loops);
         // Sent by nobody: the stop sender is dropped when the main loop's closure ends.
         let _ = stop_rx.recv();
