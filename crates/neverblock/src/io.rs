@@ -2,11 +2,11 @@
 //! socket types are built on.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::time::Instant;
 
-use crate::reactor::Wake;
-use crate::runtime::scheduler::{self, Woken};
-use crate::sys::epoll::Interest;
+use crate::reactor::{poll_blocking, Interest};
+use crate::runtime::scheduler::{self, Scheduler, Woken};
 
 /// Parks the calling fiber until `fd` is readable (or its peer hung up).
 /// Readiness is edge-triggered: read until `WouldBlock` before waiting again.
@@ -55,15 +55,41 @@ pub fn wait_writable(fd: &impl AsFd) -> io::Result<()> {
 
 fn wait(fd: &impl AsFd, interest: Interest) -> io::Result<()> {
     let raw = fd.as_fd().as_raw_fd();
-    let Some(s) = scheduler::in_task() else { return crate::sys::epoll::poll_blocking(raw, interest, None).map(drop) };
-    let mut ready = Ok(false);
-    let woken = s.park_unless(|wake: Wake| {
-        ready = s.reactor.poll_fd(raw, interest, wake);
-        !matches!(ready, Ok(false))
-    });
-    ready?;
-    match woken {
+    let Some(s) = scheduler::in_task() else { return poll_blocking(raw, interest, None).map(drop) };
+    s.reactor.register_unless_ready(raw, interest)?;
+    match park_on_fd(&s, raw, interest, None) {
         Woken::TimedOut => Err(io::Error::new(io::ErrorKind::TimedOut, "timed out waiting for the fd")),
         Woken::Ready => Ok(()),
     }
+}
+
+/// Parks the running task until `fd`, registered with `s`'s reactor, is ready
+/// for `interest` (at once if readiness is cached), or until `deadline` or an
+/// enclosing `timeout` passes (`TimedOut`). A park that ends any other way than
+/// by readiness takes its wake-up back, so none is left on the fd.
+pub(crate) fn park_on_fd(s: &Scheduler, fd: RawFd, interest: Interest, deadline: Option<Instant>) -> Woken {
+    /// Takes the wake-up back unless readiness ended the park (also on a cancellation's unwind).
+    struct Unwait<'a> {
+        s: &'a Scheduler,
+        fd: RawFd,
+        interest: Interest,
+        task: Option<u64>,
+    }
+    impl Drop for Unwait<'_> {
+        fn drop(&mut self) {
+            if let Some(task) = self.task {
+                self.s.reactor.unwait(self.fd, self.interest, task);
+            }
+        }
+    }
+    let mut unwait = Unwait { s, fd, interest, task: s.current_task() };
+    let park = || s.park_unless(|wake| s.reactor.wait_fd(fd, interest, wake));
+    let woken = match deadline {
+        None => park(),
+        Some(deadline) => crate::runtime::timeout_at(deadline, park).unwrap_or(Woken::TimedOut),
+    };
+    if woken == Woken::Ready {
+        unwait.task = None;
+    }
+    woken
 }

@@ -5,8 +5,8 @@ use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::reactor::{poll_blocking, Interest};
 use crate::runtime::scheduler::{self, Woken};
-use crate::sys::epoll::{poll_blocking, Interest};
 
 /// An fd in non-blocking mode with the reactor registration and the timeouts of
 /// the socket that owns it.
@@ -104,14 +104,7 @@ impl<T: AsFd> NonBlocking<T> {
             s.reactor.register(fd)?;
             self.registration.reactor.store(id, Ordering::Relaxed);
         }
-        let park = || s.park_unless(|wake| s.reactor.wait_fd(fd, interest, wake));
-        let woken = match deadline {
-            None => park(),
-            Some(deadline) => {
-                crate::timeout(deadline.saturating_duration_since(Instant::now()), park).unwrap_or(Woken::TimedOut)
-            }
-        };
-        match woken {
+        match crate::io::park_on_fd(&s, fd, interest, deadline) {
             Woken::Ready => Ok(()),
             Woken::TimedOut => Err(timed_out(interest)),
         }

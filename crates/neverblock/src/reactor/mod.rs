@@ -1,5 +1,5 @@
 //! The event loop's waiting half: fd readiness (epoll), deadlines (the timer
-//! queue) and wake-ups from other threads (eventfd), behind one `wait`.
+//! queue) and wake-ups from other threads (eventfd), behind one `turn`.
 //!
 //! The boundary a backend must keep (so io_uring can replace epoll later): register
 //! interest in an fd under a token, wait with a timeout for a batch of ready
@@ -16,7 +16,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::sys::epoll::{Event, Interest, Poller, Waker};
+pub(crate) use crate::sys::epoll::{poll_blocking, Interest, Waker};
+use crate::sys::epoll::{Event, Poller};
 use timer::{TimerKey, TimerQueue};
 
 /// The token of the cross-thread waker; fds use their own number as token.
@@ -165,14 +166,26 @@ impl Reactor {
     }
 
     /// For any `fd`, registered or not: [`register`](Self::register) unless
-    /// readiness is cached, then [`wait_fd`](Self::wait_fd).
-    pub(crate) fn poll_fd(&self, fd: RawFd, interest: Interest, wake: Wake) -> io::Result<bool> {
+    /// readiness for `interest` is cached (so it is registered).
+    pub(crate) fn register_unless_ready(&self, fd: RawFd, interest: Interest) -> io::Result<()> {
         let cached =
             self.fds.borrow().get(&fd).is_some_and(|r| if interest.readable { r.readable } else { r.writable });
-        if !cached {
-            self.register(fd)?;
+        if cached {
+            Ok(())
+        } else {
+            self.register(fd)
         }
-        Ok(self.wait_fd(fd, interest, wake))
+    }
+
+    /// Takes back the wake-ups `task` left waiting on `fd` (its park ended
+    /// another way: a timeout, a cancellation), so none outlives its park.
+    pub(crate) fn unwait(&self, fd: RawFd, interest: Interest, task: u64) {
+        let mut fds = self.fds.borrow_mut();
+        let Some(readiness) = fds.get_mut(&fd) else { return };
+        let waiters = if interest.readable { &mut readiness.readers } else { &mut readiness.writers };
+        let before = waiters.len();
+        waiters.retain(|w| w.task != task);
+        self.fd_waiters.set(self.fd_waiters.get() - (before - waiters.len()));
     }
 
     /// The tasks whose timers are due, without asking the poller (no system call).
@@ -226,5 +239,27 @@ impl Reactor {
         self.fd_waiters.set(self.fd_waiters.get() - turn.woken.len());
         self.expire_into(&mut turn.woken);
         Ok(turn)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::net::UnixStream;
+
+    use super::*;
+
+    #[test]
+    fn a_wait_taken_back_leaves_no_waiter_behind() {
+        let reactor = Reactor::new().unwrap();
+        let (a, _b) = UnixStream::pair().unwrap();
+        let fd = a.as_raw_fd();
+        reactor.register(fd).unwrap();
+        assert!(!reactor.wait_fd(fd, Interest::READABLE, Wake { task: 7, park: 1 }), "nothing to read yet");
+        assert!(reactor.has_fd_waiters());
+        reactor.unwait(fd, Interest::READABLE, 8);
+        assert!(reactor.has_fd_waiters(), "another task's wait is not this one's to take back");
+        reactor.unwait(fd, Interest::READABLE, 7);
+        assert!(!reactor.has_fd_waiters(), "the wait was taken back");
     }
 }

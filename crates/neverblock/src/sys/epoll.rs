@@ -107,7 +107,7 @@ impl Poller {
         let _ = self.ctl(libc::EPOLL_CTL_DEL, fd, 0, 0);
     }
 
-    /// Changes the token and interest of a registered `fd`; readiness it already has is reported again.
+    /// Runs `epoll_ctl` with `op` (`ADD` or `DEL`) on `fd`, under `token` for `events`.
     fn ctl(&self, op: libc::c_int, fd: RawFd, token: u64, events: u32) -> io::Result<()> {
         let mut event = libc::epoll_event { events, u64: token };
         // SAFETY: `event` is a live, initialised epoll_event for the duration of the call
