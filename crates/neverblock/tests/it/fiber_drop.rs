@@ -7,7 +7,6 @@ use neverblock::fiber::{self, Fiber, FiberError};
 
 use crate::support::Tracked;
 
-/// Counts its drops into a shared counter.
 #[test]
 fn dropping_a_yielded_fiber_runs_its_destructors() {
     let drops = Rc::new(Cell::new(0));

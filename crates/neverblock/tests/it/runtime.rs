@@ -31,7 +31,7 @@ fn spawned_fibers_run_in_fifo_order() {
 
 #[test]
 fn a_yield_loop_does_not_starve_timers_or_io() {
-    let spins = run(|| {
+    run(|| {
         let (mut writer, mut reader) = UnixStream::pair().unwrap();
         reader.set_nonblocking(true).unwrap();
         let done = Rc::new(Cell::new(0));
@@ -58,9 +58,7 @@ fn a_yield_loop_does_not_starve_timers_or_io() {
         assert_eq!(done.get(), 2, "the timer and the fd were served while a fiber kept yielding");
         sleeper.join().unwrap();
         io.join().unwrap();
-        spins
     });
-    assert!(spins > 0);
 }
 
 #[test]
