@@ -66,8 +66,9 @@ pub(crate) fn run(load: Load) -> anyhow::Result<Outcome> {
         .build()?;
     let next = Arc::new(AtomicUsize::new(0));
     let threads = load.threads.clamp(1, load.concurrency.max(1));
-    let started = Instant::now();
-    let tallies = Builder::new().threads(threads).run(move || {
+    // Timed from when every loop is up until the last answer, as the peers time themselves.
+    let (tallies, elapsed) = Builder::new().threads(threads).run(move || {
+        let started = Instant::now();
         let handles: Vec<_> = (0..threads)
             .map(|t| {
                 let (client, next, load) = (client.clone(), next.clone(), load.clone());
@@ -92,9 +93,10 @@ pub(crate) fn run(load: Load) -> anyhow::Result<Outcome> {
                 })
             })
             .collect();
-        handles.into_iter().flat_map(|h| h.join().expect("a load thread panicked")).collect::<Vec<_>>()
+        let tallies = handles.into_iter().flat_map(|h| h.join().expect("a load thread panicked")).collect::<Vec<_>>();
+        (tallies, started.elapsed())
     });
-    let mut outcome = Outcome { elapsed: started.elapsed(), ..Outcome::default() };
+    let mut outcome = Outcome { elapsed, ..Outcome::default() };
     for (latencies, errors) in tallies {
         outcome.latencies.extend(latencies);
         for e in errors {
