@@ -49,8 +49,8 @@ pub struct Client {
 struct Inner {
     pool: Pool,
     tls: Arc<ClientConfig>,
-    connect_timeout: Option<Duration>,
-    read_timeout: Option<Duration>,
+    connect_timeout: Duration,
+    read_timeout: Duration,
     total_timeout: Option<Duration>,
     redirects: usize,
     limits: Limits,
@@ -79,8 +79,8 @@ struct Inner {
 /// ```
 #[derive(Clone, Debug)]
 pub struct ClientBuilder {
-    connect_timeout: Option<Duration>,
-    read_timeout: Option<Duration>,
+    connect_timeout: Duration,
+    read_timeout: Duration,
     total_timeout: Option<Duration>,
     per_host: usize,
     idle_timeout: Duration,
@@ -92,8 +92,8 @@ pub struct ClientBuilder {
 impl Default for ClientBuilder {
     fn default() -> ClientBuilder {
         ClientBuilder {
-            connect_timeout: Some(Duration::from_secs(30)),
-            read_timeout: Some(Duration::from_secs(60)),
+            connect_timeout: Duration::from_secs(30),
+            read_timeout: Duration::from_secs(60),
             total_timeout: None,
             per_host: 64,
             idle_timeout: Duration::from_secs(90),
@@ -107,13 +107,13 @@ impl Default for ClientBuilder {
 impl ClientBuilder {
     /// How long connecting may take (`ErrorKind::ConnectTimeout`).
     pub fn connect_timeout(mut self, timeout: Duration) -> ClientBuilder {
-        self.connect_timeout = Some(timeout);
+        self.connect_timeout = timeout;
         self
     }
 
     /// How long one read or write may wait (`ErrorKind::ReadTimeout`).
     pub fn read_timeout(mut self, timeout: Duration) -> ClientBuilder {
-        self.read_timeout = Some(timeout);
+        self.read_timeout = timeout;
         self
     }
 
@@ -307,7 +307,7 @@ impl Client {
         let _slot = slots
             .acquire()
             .map_err(|_| Error::new(ErrorKind::TotalTimeout, format!("{url}: waiting for a connection slot")))?;
-        if let Some(conn) = self.inner.pool.take_idle(&origin) {
+        if let Some(conn) = self.inner.pool.take_idle(&origin, !replayable(method, headers)) {
             match self.exchange(conn, &origin, &bytes, is_head, url, deadline) {
                 Err(Attempt::Stale(why)) if !replayable(method, headers) => {
                     return Err(Error::new(
@@ -340,11 +340,11 @@ impl Client {
     ) -> Result<Response, Attempt> {
         let timeout = bound(self.inner.read_timeout, deadline);
         let tcp = conn.get_ref().tcp();
-        let set = tcp.set_read_timeout(timeout).and_then(|()| tcp.set_write_timeout(timeout));
+        let set = tcp.set_read_timeout(Some(timeout)).and_then(|()| tcp.set_write_timeout(Some(timeout)));
         set.map_err(|e| Attempt::Failed(Error::io("set socket timeouts", e)))?;
         if let Err(e) = conn.write_all(request).and_then(|()| conn.flush()) {
             return Err(match e.kind() {
-                std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset => {
+                _ if wire::is_disconnect(&e) => {
                     Attempt::Stale(format!("{url}: the connection closed while sending the request: {e}"))
                 }
                 _ => Attempt::Failed(Error::io(&format!("send to {url}"), e)),
@@ -406,10 +406,9 @@ fn replayable(method: &str, headers: &[(String, String)]) -> bool {
 
 /// A per-operation timeout, no later than the request's deadline (so a blocking-mode
 /// request, which no fiber timeout can interrupt, still ends near its deadline).
-fn bound(timeout: Option<Duration>, deadline: Option<Instant>) -> Option<Duration> {
-    let left = deadline.map(|d| d.saturating_duration_since(Instant::now()).max(Duration::from_millis(1)));
-    match (timeout, left) {
-        (Some(t), Some(l)) => Some(t.min(l)),
-        (t, l) => t.or(l),
+fn bound(timeout: Duration, deadline: Option<Instant>) -> Duration {
+    match deadline {
+        Some(d) => timeout.min(d.saturating_duration_since(Instant::now()).max(Duration::from_millis(1))),
+        None => timeout,
     }
 }
