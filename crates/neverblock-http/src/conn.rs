@@ -28,11 +28,7 @@ pub(crate) enum Conn {
 impl Conn {
     /// Connects to `origin` (resolving its host on the blocking pool), trying each
     /// address in turn; TLS connections are set up but the handshake happens on first use.
-    pub(crate) fn open(
-        origin: &Origin,
-        connect_timeout: Option<Duration>,
-        tls: &Arc<ClientConfig>,
-    ) -> Result<Conn, Error> {
+    pub(crate) fn open(origin: &Origin, connect_timeout: Duration, tls: &Arc<ClientConfig>) -> Result<Conn, Error> {
         let Origin { host, port, .. } = origin;
         let addrs = (host.as_str(), *port)
             .resolve()
@@ -40,11 +36,7 @@ impl Conn {
         let mut last = None;
         let mut stream = None;
         for addr in addrs {
-            let attempt = match connect_timeout {
-                Some(t) => TcpStream::connect_timeout(&addr, t),
-                None => TcpStream::connect(addr),
-            };
-            match attempt {
+            match TcpStream::connect_timeout(&addr, connect_timeout) {
                 Ok(s) => {
                     stream = Some(s);
                     break;

@@ -406,7 +406,7 @@ fn read_head<S: Read, T>(
 }
 
 /// Whether `e` says the peer closed the connection.
-fn is_disconnect(e: &io::Error) -> bool {
+pub(crate) fn is_disconnect(e: &io::Error) -> bool {
     use io::ErrorKind::*;
     matches!(e.kind(), ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof)
 }
@@ -424,6 +424,8 @@ fn read_body<S: Read>(
         Framing::None => {}
         Framing::Length(n) => {
             let n = usize::try_from(n).ok().filter(|&n| n <= limits.max_body).ok_or_else(too_large)?;
+            // Room for the whole body up front, but never more than 1 MiB on a length's word.
+            body.reserve(n.min(16 * READ_CHUNK));
             let got = take(conn, &mut body, n)?;
             if got < n {
                 return Err(WireError::Truncated(format!("{side} body cut short: got {got} of {n} bytes")));
