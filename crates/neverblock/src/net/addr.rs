@@ -37,8 +37,7 @@ fn resolve_str(s: &str) -> io::Result<Vec<SocketAddr>> {
     if let Ok(addr) = s.parse::<SocketAddr>() {
         return Ok(vec![addr]);
     }
-    let owned = s.to_owned();
-    crate::spawn_blocking(move || std::net::ToSocketAddrs::to_socket_addrs(&owned).map(Iterator::collect))
+    lookup(s.to_owned())
 }
 
 /// Parses `host` in place when it is a literal IP, else asks the resolver.
@@ -46,10 +45,12 @@ fn resolve_host(host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
     if let Ok(ip) = host.parse::<IpAddr>() {
         return Ok(vec![SocketAddr::new(ip, port)]);
     }
-    let owned = host.to_owned();
-    crate::spawn_blocking(move || {
-        std::net::ToSocketAddrs::to_socket_addrs(&(owned.as_str(), port)).map(Iterator::collect)
-    })
+    lookup((host.to_owned(), port))
+}
+
+/// Asks the system resolver on the blocking pool, so only the calling fiber waits.
+fn lookup(name: impl std::net::ToSocketAddrs + Send + 'static) -> io::Result<Vec<SocketAddr>> {
+    crate::spawn_blocking(move || name.to_socket_addrs().map(Iterator::collect))
 }
 
 macro_rules! literal_addrs {

@@ -84,10 +84,14 @@ impl<T: AsFd> NonBlocking<T> {
         timeout: Option<Duration>,
         mut op: impl FnMut(&T) -> io::Result<R>,
     ) -> io::Result<R> {
-        let deadline = timeout.map(|t| Instant::now() + t);
+        // The clock is read only once the operation would block.
+        let mut deadline = None;
         loop {
             match op(&self.inner) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait(interest, deadline)?,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let deadline = *deadline.get_or_insert_with(|| timeout.map(|t| Instant::now() + t));
+                    self.wait(interest, deadline)?;
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 result => return result,
             }

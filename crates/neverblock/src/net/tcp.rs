@@ -10,9 +10,6 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use super::addr::{each_addr, ToSocketAddrs};
 use super::nonblocking::NonBlocking;
 
-/// How many connections may wait to be accepted; the kernel caps it at `net.core.somaxconn`.
-const BACKLOG: i32 = 4096;
-
 /// A TCP connection, like [`std::net::TcpStream`]: reads and writes park the
 /// calling fiber until the socket is ready (outside a runtime they block the
 /// thread, as std's do). Implements [`Read`] and [`Write`], also through `&TcpStream`,
@@ -384,7 +381,7 @@ impl TcpListener {
             socket.set_reuse_port(true)?;
         }
         socket.bind(&SockAddr::from(*addr))?;
-        socket.listen(BACKLOG)?;
+        socket.listen(super::BACKLOG)?;
         Ok(TcpListener { io: NonBlocking::new(socket.into()) })
     }
 

@@ -11,9 +11,6 @@ use socket2::{Domain, SockAddr, Socket, Type};
 
 use super::nonblocking::NonBlocking;
 
-/// How many connections may wait to be accepted; the kernel caps it at `net.core.somaxconn`.
-const BACKLOG: i32 = 4096;
-
 /// A Unix-domain stream, like [`std::os::unix::net::UnixStream`]; reads and
 /// writes park the calling fiber (outside a runtime they block the thread).
 ///
@@ -217,7 +214,7 @@ impl UnixListener {
     pub fn bind(path: impl AsRef<Path>) -> io::Result<UnixListener> {
         let socket = Socket::new(Domain::UNIX, Type::STREAM.nonblocking(), None)?;
         socket.bind(&SockAddr::unix(path)?)?;
-        socket.listen(BACKLOG)?;
+        socket.listen(super::BACKLOG)?;
         Ok(UnixListener { io: NonBlocking::new(socket.into()) })
     }
 
