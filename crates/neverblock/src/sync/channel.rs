@@ -53,6 +53,7 @@ fn channel<T>(capacity: Option<usize>) -> (Sender<T>, Receiver<T>) {
             receiver: true,
             receivers_waiting: WaitList::default(),
             senders_waiting: WaitList::default(),
+            delivering: WaitList::default(),
         }),
         taken: AtomicU64::new(0),
     });
@@ -72,7 +73,10 @@ struct State<T> {
     senders: usize,
     receiver: bool,
     receivers_waiting: WaitList,
+    /// Senders waiting for room in a full channel.
     senders_waiting: WaitList,
+    /// Rendezvous senders whose value is queued, waiting for it to be taken.
+    delivering: WaitList,
 }
 
 impl<T> State<T> {
@@ -146,7 +150,7 @@ impl<T> Sender<T> {
             // (With one waiting, the value is handed to it and the send is done, as
             // in Go: the single receiver takes the queue's head next.)
             loop {
-                if wait_in(&self.shared.state, state, |s| &mut s.senders_waiting) == Woken::TimedOut {
+                if wait_in(&self.shared.state, state, |s| &mut s.delivering) == Woken::TimedOut {
                     return Ok(()); // the value is queued; it will still be received
                 }
                 if taken.load(Ordering::Acquire) >= mine {
@@ -204,12 +208,10 @@ impl<T> Receiver<T> {
         let value = state.queue.pop_front().expect("checked non-empty");
         let taken = &self.shared.taken;
         taken.store(taken.load(Ordering::Relaxed) + 1, Ordering::Release);
-        // A rendezvous sender waits for its value to be taken: wake them all to re-check.
-        if state.capacity == Some(0) {
-            state.senders_waiting.wake_all();
-        } else {
-            state.senders_waiting.wake_one();
-        }
+        // The rendezvous senders re-check whether theirs was taken (one, unless
+        // several sent at once); one sender waiting for room may now go on.
+        state.delivering.wake_all();
+        state.senders_waiting.wake_one();
         value
     }
 }
@@ -236,6 +238,7 @@ impl<T> Drop for Receiver<T> {
         let mut state = lock(&self.shared.state);
         state.receiver = false;
         state.senders_waiting.wake_all();
+        state.delivering.wake_all();
         let dropped = std::mem::take(&mut state.queue);
         drop(state);
         drop(dropped);
