@@ -382,6 +382,20 @@ pub(crate) fn transfer<T: 'static>(target: &Rc<Core>, value: T) -> Result<T, Fib
     })
 }
 
+/// The scheduler's switch: hands control to `target`, a fiber waiting in a
+/// switch of its own (a parked task's, or a worker's between tasks), without
+/// Ruby's rules or a value. Returns when control comes back.
+#[inline(always)]
+pub(crate) fn switch_to(target: Rc<Core>) -> Result<(), FiberError> {
+    with_state(|st| {
+        refuse_while_unwinding(st)?;
+        if std::ptr::eq(Rc::as_ptr(&target), st.current_ptr()) {
+            return Ok(());
+        }
+        switch(st, target, ())
+    })
+}
+
 /// Ruby's `Fiber.yield(value)`.
 #[inline(always)]
 pub(crate) fn yield_now<T: 'static>(value: T) -> Result<T, FiberError> {

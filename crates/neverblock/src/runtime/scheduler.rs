@@ -115,14 +115,19 @@ pub(crate) fn current() -> Option<Rc<Scheduler>> {
 /// Wakes a task of the runtime `scheduler`: directly on its own thread, through
 /// its remote queue from any other (nothing, if that runtime has ended).
 pub(crate) fn wake_on(scheduler: u64, wake: Wake) {
-    let woken_here = CONTEXT
-        .try_with(|c| c.borrow().as_ref().filter(|s| s.id() == scheduler).map(|s| s.wake(wake)).is_some())
-        .unwrap_or(false);
-    if !woken_here {
+    if !wake_here(scheduler, wake) {
         if let Some(remote) = super::remote::find(scheduler) {
             remote.send(Box::new(move |s| s.wake(wake)));
         }
     }
+}
+
+/// Wakes a task of the runtime `scheduler` if that runtime runs on this thread;
+/// false if it does not.
+pub(crate) fn wake_here(scheduler: u64, wake: Wake) -> bool {
+    CONTEXT
+        .try_with(|c| c.borrow().as_ref().filter(|s| s.id() == scheduler).map(|s| s.wake(wake)).is_some())
+        .unwrap_or(false)
 }
 
 impl Scheduler {
@@ -296,8 +301,8 @@ impl Scheduler {
     /// scheduler does the same), or to the root when none is runnable or it is
     /// time to poll. Returns when the calling fiber is switched to again.
     fn dispatch(&self) {
-        let next = self.next_fiber();
-        next.as_ref().unwrap_or(&self.root).transfer(()).expect("a task or the root waits in transfer");
+        let next = self.next_fiber().unwrap_or_else(|| self.root.clone());
+        next.switch_to().expect("a task or the root waits in a switch");
     }
 
     /// Takes the next runnable task off the queue (giving a fresh one a worker
@@ -305,45 +310,54 @@ impl Scheduler {
     /// current task) when the root should run: the queue is empty, or the loop has
     /// not polled for `POLL_EVERY` switches.
     fn next_fiber(&self) -> Option<Fiber<()>> {
-        loop {
-            if self.root_due() {
-                break;
-            }
+        while !self.root_due() {
             let Some(id) = self.queue.borrow_mut().pop_front() else { break };
             let mut tasks = self.tasks.borrow_mut();
             let Some(task) = live(&mut tasks, id) else { continue };
             if task.state != State::Runnable {
                 continue;
             }
-            if task.resume_at.is_none() {
-                let refusal = if task.cancelled {
-                    Some(Outcome::Cancelled) // cancelled before it ever ran: it never will
-                } else {
-                    match self.worker() {
-                        Ok(worker) => {
-                            task.resume_at = Some(worker);
-                            None
-                        }
-                        Err(e) => Some(Outcome::NoStack(e)),
-                    }
-                };
-                if let Some(outcome) = refusal {
-                    let mut task = tasks.remove(key(id));
-                    drop(tasks);
-                    let (job, _) = task.start.take().expect("a task that never ran has its job");
-                    // Its closure may be dropped here, on whichever fiber dispatches: as on
-                    // the root, no task is current while that runs.
-                    let dispatching = self.current.take();
-                    self.end(&task, &*job, outcome);
-                    drop((task, job));
-                    self.current.set(dispatching);
-                    continue;
-                }
+            if let Some(fiber) = &task.resume_at {
+                let fiber = fiber.clone();
+                self.claim(task, id);
+                return Some(fiber);
             }
-            self.claim(task, id);
-            return task.resume_at.clone();
+            drop(tasks);
+            if let Some(worker) = self.first_run(id) {
+                return Some(worker);
+            }
         }
         self.current.set(None);
+        None
+    }
+
+    /// Gives the task `id`, runnable and never run, a worker fiber and makes it
+    /// current; or, if it was cancelled first or no stack can be had, ends it.
+    #[cold]
+    fn first_run(&self, id: u64) -> Option<Fiber<()>> {
+        let mut tasks = self.tasks.borrow_mut();
+        let task = live(&mut tasks, id).expect("the caller found it runnable");
+        let outcome = if task.cancelled {
+            Outcome::Cancelled // cancelled before it ever ran: it never will
+        } else {
+            match self.worker() {
+                Ok(worker) => {
+                    task.resume_at = Some(worker.clone());
+                    self.claim(task, id);
+                    return Some(worker);
+                }
+                Err(e) => Outcome::NoStack(e),
+            }
+        };
+        let mut task = tasks.remove(key(id));
+        drop(tasks);
+        let (job, _) = task.start.take().expect("a task that never ran has its job");
+        // Its closure may be dropped here, on whichever fiber dispatches: as on
+        // the root, no task is current while that runs.
+        let dispatching = self.current.take();
+        self.end(&task, &*job, outcome);
+        drop((task, job));
+        self.current.set(dispatching);
         None
     }
 
@@ -482,7 +496,7 @@ impl Scheduler {
         loop {
             self.switches.set(0);
             if let Some(next) = self.next_fiber() {
-                next.transfer(()).expect("a task waits in transfer");
+                next.switch_to().expect("a task waits in a switch");
             }
             if let Some(id) = self.current.take() {
                 // The task handed control to the root without parking (a raw transfer):

@@ -8,6 +8,7 @@
 //! wakes waiters in arrival order.
 
 mod channel;
+pub mod local;
 mod mutex;
 mod notify;
 mod oneshot;

@@ -3,6 +3,7 @@
 mod fiber_drop;
 mod fiber_rules;
 mod fiber_values;
+mod local_channel;
 mod mri;
 mod net;
 mod pool;
