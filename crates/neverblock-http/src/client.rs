@@ -7,9 +7,10 @@ use std::time::{Duration, Instant};
 use rustls::ClientConfig;
 use url::{Position, Url};
 
-use super::conn::{tls_config, Conn, Origin};
+use super::conn::{tls_config, Conn};
 use super::error::{Error, ErrorKind};
-use super::pool::Pool;
+use super::origin::OriginRef;
+use super::pool::{Host, Pool};
 use super::wire::{self, BufferedConn, Limits, WireError};
 use super::{Request, Response};
 
@@ -283,12 +284,10 @@ impl Client {
         body: &[u8],
         deadline: Option<Instant>,
     ) -> Result<Response, Error> {
-        let host = url.host_str().expect("checked by parse");
-        let port = url.port_or_known_default().expect("http and https have default ports");
-        let origin = Origin { tls: url.scheme() == "https", host: host.to_owned(), port };
+        let origin = OriginRef::of(url);
         let host_header = match url.port() {
-            Some(p) => format!("{host}:{p}"),
-            None => host.to_owned(),
+            Some(p) => format!("{}:{p}", origin.host),
+            None => origin.host.to_owned(),
         };
         let mut bytes = Vec::with_capacity(256 + body.len());
         wire::write_request_head(
@@ -303,12 +302,12 @@ impl Client {
         bytes.extend_from_slice(body);
         let is_head = method == "HEAD";
 
-        let slots = self.inner.pool.slots(&origin);
-        let _slot = slots
-            .acquire()
+        let host = self.inner.pool.host(origin);
+        let _slot = host
+            .slot()
             .map_err(|_| Error::new(ErrorKind::TotalTimeout, format!("{url}: waiting for a connection slot")))?;
-        if let Some(conn) = self.inner.pool.take_idle(&origin, !replayable(method, headers)) {
-            match self.exchange(conn, &origin, &bytes, is_head, url, deadline) {
+        if let Some(conn) = host.take_idle(!replayable(method, headers)) {
+            match self.exchange(conn, &host, &bytes, is_head, url, deadline) {
                 Err(Attempt::Stale(why)) if !replayable(method, headers) => {
                     return Err(Error::new(
                         ErrorKind::Reset,
@@ -321,8 +320,8 @@ impl Client {
             }
         }
         let connect_timeout = bound(self.inner.connect_timeout, deadline);
-        let conn = BufferedConn::new(Conn::open(&origin, connect_timeout, &self.inner.tls)?);
-        match self.exchange(conn, &origin, &bytes, is_head, url, deadline) {
+        let conn = BufferedConn::new(Conn::open(host.origin(), connect_timeout, &self.inner.tls)?);
+        match self.exchange(conn, &host, &bytes, is_head, url, deadline) {
             Ok(response) => Ok(response),
             Err(Attempt::Stale(why)) => Err(Error::new(ErrorKind::Truncated, why)),
             Err(Attempt::Failed(e)) => Err(e),
@@ -332,7 +331,7 @@ impl Client {
     fn exchange(
         &self,
         mut conn: BufferedConn<Conn>,
-        origin: &Origin,
+        host: &Host,
         request: &[u8],
         is_head: bool,
         url: &Url,
@@ -357,7 +356,7 @@ impl Client {
             Err(e) => Err(Attempt::Failed(Error::wire(url.as_str(), e))),
             Ok(raw) => {
                 if raw.reusable && !conn.has_buffered() {
-                    self.inner.pool.put_idle(origin, conn);
+                    host.put_idle(conn);
                 }
                 Ok(Response {
                     status: raw.status,

@@ -8,15 +8,8 @@ use rustls::pki_types::ServerName;
 use rustls::{ClientConfig, ClientConnection, StreamOwned};
 
 use super::error::{Error, ErrorKind};
+use super::origin::Origin;
 use neverblock::net::{TcpStream, ToSocketAddrs};
-
-/// Where a connection goes; the key of the connection pool.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct Origin {
-    pub(crate) tls: bool,
-    pub(crate) host: String,
-    pub(crate) port: u16,
-}
 
 /// A connection's byte stream.
 #[derive(Debug)]
@@ -30,9 +23,8 @@ impl Conn {
     /// address in turn; TLS connections are set up but the handshake happens on first use.
     pub(crate) fn open(origin: &Origin, connect_timeout: Duration, tls: &Arc<ClientConfig>) -> Result<Conn, Error> {
         let Origin { host, port, .. } = origin;
-        let addrs = (host.as_str(), *port)
-            .resolve()
-            .map_err(|e| Error::new(ErrorKind::Resolve, format!("resolve {host}: {e}")))?;
+        let addrs =
+            (&**host, *port).resolve().map_err(|e| Error::new(ErrorKind::Resolve, format!("resolve {host}: {e}")))?;
         let mut last = None;
         let mut stream = None;
         for addr in addrs {

@@ -31,6 +31,7 @@
 mod client;
 mod conn;
 mod error;
+mod origin;
 mod pool;
 mod wire;
 

@@ -1,36 +1,45 @@
-//! Keep-alive connections, by origin, with a cap on connections per host.
+//! Keep-alive connections per origin: one lookup per request finds the origin's
+//! [`Host`], whose own lock guards its idle connections and whose semaphore caps them.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::{self, ThreadId};
 use std::time::{Duration, Instant};
 
-use super::conn::{Conn, Origin};
-use super::wire::BufferedConn;
-use neverblock::sync::Semaphore;
+use neverblock::sync::{Permit, Semaphore};
+use neverblock::Elapsed;
 
-/// Idle connections and connection slots, per origin (scheme, host, port).
+use super::conn::Conn;
+use super::origin::{Key, Origin, OriginRef};
+use super::wire::BufferedConn;
+
+/// The hosts a client has sent requests to, by origin (scheme, host, port).
 #[derive(Debug)]
 pub(crate) struct Pool {
-    hosts: Mutex<HashMap<Origin, Host>>,
+    hosts: Mutex<HashMap<Origin, Arc<Host>>>,
     per_host: usize,
     idle_timeout: Duration,
 }
 
+/// One origin: its connection slots and its idle connections.
 #[derive(Debug)]
-struct Host {
-    /// Most recently returned last: reused first, so the oldest expire.
-    idle: Vec<Idle>,
+pub(crate) struct Host {
+    origin: Origin,
     /// One permit per connection in use or being opened.
-    slots: Arc<Semaphore>,
+    slots: Semaphore,
+    /// Most recently returned last, each stamped under this lock, so the first to
+    /// expire are first: reused last, and dropped from the front.
+    idle: Mutex<Vec<Idle>>,
+    idle_timeout: Duration,
 }
 
-/// A kept-alive connection, since when, and the thread whose loop last used it
-/// (its fd is registered with that loop's reactor).
+/// A kept-alive connection, until when it may be reused (`None`: an idle timeout
+/// past the clock's range), and the thread whose loop last used it (its fd is
+/// registered with that loop's reactor).
 #[derive(Debug)]
 struct Idle {
     conn: BufferedConn<Conn>,
-    since: Instant,
+    expires: Option<Instant>,
     thread: ThreadId,
 }
 
@@ -39,50 +48,87 @@ impl Pool {
         Pool { hosts: Mutex::new(HashMap::new()), per_host, idle_timeout }
     }
 
-    /// The semaphore that caps connections to `origin`: hold a permit while using one.
-    pub(crate) fn slots(&self, origin: &Origin) -> Arc<Semaphore> {
-        let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(host) = hosts.get(origin) {
-            return host.slots.clone();
+    /// The host for `origin`, made on its first request. A known origin is found by
+    /// its borrowed parts: only a host's first request copies its name.
+    pub(crate) fn host(&self, origin: OriginRef<'_>) -> Arc<Host> {
+        let mut hosts = lock(&self.hosts);
+        if let Some(host) = hosts.get(&origin as &dyn Key) {
+            return host.clone();
         }
-        // Only a host's first request pays for copying its origin into the map.
-        let slots = Arc::new(Semaphore::new(self.per_host));
-        hosts.insert(origin.clone(), Host { idle: Vec::new(), slots: slots.clone() });
-        slots
+        let host = Arc::new(Host {
+            origin: origin.to_origin(),
+            slots: Semaphore::new(self.per_host),
+            idle: Mutex::new(Vec::new()),
+            idle_timeout: self.idle_timeout,
+        });
+        hosts.insert(host.origin.clone(), host.clone());
+        host
+    }
+}
+
+impl Host {
+    /// Where this host's connections go.
+    pub(crate) fn origin(&self) -> &Origin {
+        &self.origin
     }
 
-    /// The most recently used idle connection to `origin` that has not expired,
-    /// preferring one this thread used last (no move to another loop's reactor).
+    /// A connection slot: hold it while opening or using a connection. Parks the
+    /// fiber while the per-host cap is reached.
+    ///
+    /// # Errors
+    ///
+    /// [`Elapsed`] inside an expired `neverblock::timeout`.
+    pub(crate) fn slot(&self) -> Result<Permit<'_>, Elapsed> {
+        self.slots.acquire()
+    }
+
+    /// The most recently used idle connection that has not expired, preferring one
+    /// this thread used last (no move to another loop's reactor).
     ///
     /// With `probe`, a non-blocking `peek` first checks that the server has not
     /// closed it, and closed ones are dropped: for a request that could not be
     /// sent again. A replayable request skips that system call; if the server had
     /// closed the connection, the client sends it again on a new one (Go's rule).
-    pub(crate) fn take_idle(&self, origin: &Origin, probe: bool) -> Option<BufferedConn<Conn>> {
+    pub(crate) fn take_idle(&self, probe: bool) -> Option<BufferedConn<Conn>> {
         let me = thread::current().id();
         loop {
-            let conn = {
-                let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
-                let host = hosts.get_mut(origin)?;
-                let now = Instant::now();
-                host.idle.retain(|idle| now.duration_since(idle.since) < self.idle_timeout);
-                let newest = host.idle.len().checked_sub(1)?;
-                let pick = host.idle.iter().rposition(|idle| idle.thread == me).unwrap_or(newest);
-                host.idle.remove(pick).conn
+            let (conn, expired) = {
+                let mut idle = lock(&self.idle);
+                if idle.is_empty() {
+                    return None;
+                }
+                let expired = Host::expire(&mut idle);
+                let pick = idle.iter().rposition(|idle| idle.thread == me).or(idle.len().checked_sub(1));
+                (pick.map(|pick| idle.remove(pick).conn), expired)
             };
-            // The probe, and closing a dead connection, happen outside the pool's lock.
+            // Closing expired connections, and the probe, happen outside the host's lock.
+            drop(expired);
+            let conn = conn?;
             if !probe || conn.get_ref().looks_idle() {
                 return Some(conn);
             }
         }
     }
 
-    /// Keeps `conn`, whose last response was read to its end, for the next request to `origin`.
-    pub(crate) fn put_idle(&self, origin: &Origin, conn: BufferedConn<Conn>) {
-        let idle = Idle { conn, since: Instant::now(), thread: thread::current().id() };
-        let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(host) = hosts.get_mut(origin) {
-            host.idle.push(idle);
+    /// Takes the expired connections off the front of `idle`, for the caller to
+    /// close once the lock is released.
+    fn expire(idle: &mut Vec<Idle>) -> Vec<Idle> {
+        let now = Instant::now();
+        match idle.partition_point(|idle| idle.expires.is_some_and(|expires| expires <= now)) {
+            0 => Vec::new(),
+            expired => idle.drain(..expired).collect(),
         }
     }
+
+    /// Keeps `conn`, whose last response was read to its end, for the next request.
+    pub(crate) fn put_idle(&self, conn: BufferedConn<Conn>) {
+        let thread = thread::current().id();
+        let mut idle = lock(&self.idle);
+        idle.push(Idle { conn, expires: Instant::now().checked_add(self.idle_timeout), thread });
+    }
+}
+
+/// Locks `mutex`; a panic elsewhere while it was held leaves a list that is still whole.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }

@@ -224,6 +224,30 @@ fn the_per_host_cap_bounds_connections_and_idle_ones_expire() {
 }
 
 #[test]
+fn each_origin_has_its_own_cap_and_its_own_idle_connections() {
+    let server = TestServer::start(Behaviour::Slow { delay: Duration::from_millis(50) });
+    let port = server.addr().port();
+    // Two origins on one server: the same address under two host names.
+    let origins = [format!("http://127.0.0.1:{port}/"), format!("http://localhost:{port}/")];
+    run(move || {
+        let client = Client::builder().max_connections_per_host(1).build().unwrap();
+        let fibers: Vec<_> = (0..8)
+            .map(|i| {
+                let (client, url) = (client.clone(), origins[i % 2].clone());
+                neverblock::spawn(move || client.get(&url).unwrap().status())
+            })
+            .collect();
+        assert!(fibers.into_iter().all(|f| f.join().unwrap() == 200));
+        assert_eq!(server.max_in_flight(), 2, "one request at a time per origin, both origins at once");
+        assert_eq!(server.connections(), 2, "each origin reused its one connection");
+        for url in origins.iter().chain(&origins) {
+            client.get(url).unwrap();
+        }
+        assert_eq!((server.connections(), server.requests()), (2, 12), "alternating origins reused both");
+    });
+}
+
+#[test]
 fn https_works_over_the_fiber_aware_stream_and_checks_the_certificate() {
     let server = TlsTestServer::start(Behaviour::Chunked { chunks: vec![b"secure ".to_vec(), b"hello".to_vec()] });
     let (url, ca) = (server.url("/"), server.ca_certificate_der());

@@ -81,6 +81,9 @@ struct Shared {
     tls: Option<Arc<ServerConfig>>,
     connections: AtomicUsize,
     requests: AtomicUsize,
+    /// Requests read and not yet answered, and the most there have been at once.
+    in_flight: AtomicUsize,
+    max_in_flight: AtomicUsize,
     stop: AtomicBool,
 }
 
@@ -98,7 +101,15 @@ impl TestServer {
     fn spawn(behaviour: Behaviour, tls: Option<Arc<ServerConfig>>) -> TestServer {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("local address");
-        let shared = Arc::new(Shared { behaviour, tls, connections: 0.into(), requests: 0.into(), stop: false.into() });
+        let shared = Arc::new(Shared {
+            behaviour,
+            tls,
+            connections: 0.into(),
+            requests: 0.into(),
+            in_flight: 0.into(),
+            max_in_flight: 0.into(),
+            stop: false.into(),
+        });
         let accepting = Arc::clone(&shared);
         let accept = thread::Builder::new()
             .name(format!("test-server-{}", addr.port()))
@@ -125,6 +136,11 @@ impl TestServer {
     /// How many request heads the server has read, over all connections.
     pub(crate) fn requests(&self) -> usize {
         self.shared.requests.load(SeqCst)
+    }
+
+    /// The most requests the server has been answering at once.
+    pub(crate) fn max_in_flight(&self) -> usize {
+        self.shared.max_in_flight.load(SeqCst)
     }
 }
 
@@ -246,6 +262,7 @@ fn serve<S: Read + Write>(conn: &mut Conn<S>, shared: &Shared) -> io::Result<()>
     while let Some(head) = conn.head()? {
         on_this_connection += 1;
         let index = shared.requests.fetch_add(1, SeqCst);
+        let _answering = InFlight::enter(shared);
         if let Behaviour::Interim = shared.behaviour {
             conn.send(b"HTTP/1.1 100 Continue\r\n\r\n")?;
         }
@@ -300,6 +317,23 @@ fn serve<S: Read + Write>(conn: &mut Conn<S>, shared: &Shared) -> io::Result<()>
         }
     }
     Ok(())
+}
+
+/// Counts one request as being answered until dropped.
+struct InFlight<'a>(&'a Shared);
+
+impl InFlight<'_> {
+    fn enter(shared: &Shared) -> InFlight<'_> {
+        let now = shared.in_flight.fetch_add(1, SeqCst) + 1;
+        shared.max_in_flight.fetch_max(now, SeqCst);
+        InFlight(shared)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, SeqCst);
+    }
 }
 
 /// A complete response; `Content-Length` is added unless the status forbids a body (204) or implies none (304).
