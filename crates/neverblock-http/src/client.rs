@@ -1,9 +1,10 @@
 //! The client: requests, redirects, timeouts and the stale-connection retry.
 
-use std::io::Write;
+use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use neverblock::net::TcpStream;
 use rustls::ClientConfig;
 use url::{Position, Url};
 
@@ -11,7 +12,7 @@ use super::conn::{tls_config, Conn};
 use super::error::{Error, ErrorKind};
 use super::origin::OriginRef;
 use super::pool::{Host, Pool};
-use super::wire::{self, BufferedConn, Limits, WireError};
+use super::wire::{self, BufferedConn, Limits, RequestHead, WireError};
 use super::{Request, Response};
 
 /// An HTTP/1.1 client with a keep-alive pool; cheap to clone (clones share the
@@ -245,13 +246,13 @@ impl Client {
 
     fn follow(&self, request: &Request, deadline: Option<Instant>) -> Result<Response, Error> {
         let mut url = match &request.parsed {
-            Some(url) => check_scheme(url.clone())?,
-            None => parse(&request.url)?,
+            Some(url) => check_scheme(url).map(|()| url.clone())?,
+            None => Arc::new(parse(&request.url)?),
         };
-        let mut method = request.method.clone();
+        let mut method = request.method.as_str();
         let mut body = request.body.as_slice();
         for hop in 0.. {
-            let response = self.send(&method, &url, &request.headers, body, deadline)?;
+            let response = self.send(method, &url, &request.headers, body, deadline)?;
             let location = response.header("location").filter(|_| is_redirect(response.status()));
             let (true, Some(location)) = (self.inner.redirects > 0, location) else { return Ok(response) };
             if hop == self.inner.redirects {
@@ -263,10 +264,11 @@ impl Client {
             let next = url.join(location).map_err(|e| {
                 Error::new(ErrorKind::Malformed, format!("{url}: bad redirect location {location:?}: {e}"))
             })?;
-            url = check_scheme(next)?;
+            check_scheme(&next)?;
+            url = Arc::new(next);
             // 303, and 301/302 after a POST, turn into a GET without a body (what browsers do).
             if response.status() == 303 || (matches!(response.status(), 301 | 302) && method == "POST") {
-                method = "GET".into();
+                method = "GET";
                 body = &[];
             }
         }
@@ -279,36 +281,24 @@ impl Client {
     fn send(
         &self,
         method: &str,
-        url: &Url,
+        url: &Arc<Url>,
         headers: &[(String, String)],
         body: &[u8],
         deadline: Option<Instant>,
     ) -> Result<Response, Error> {
-        let origin = OriginRef::of(url);
-        let host_header = match url.port() {
-            Some(p) => format!("{}:{p}", origin.host),
-            None => origin.host.to_owned(),
-        };
-        let mut bytes = Vec::with_capacity(256 + body.len());
-        wire::write_request_head(
-            &mut bytes,
-            method,
-            &url[Position::BeforePath..Position::AfterQuery],
-            &host_header,
-            headers,
-            body.len(),
-        )
-        .map_err(|e| Error::wire(url.as_str(), e))?;
-        bytes.extend_from_slice(body);
-        let is_head = method == "HEAD";
+        // The URL holds the `Host` value as it is sent: the host, and the port unless it is the default.
+        let target = &url[Position::BeforePath..Position::AfterQuery];
+        let head = RequestHead { method, target, host: &url[Position::BeforeHost..Position::AfterPort], headers };
+        head.check().map_err(|e| Error::wire(url.as_str(), e))?;
+        let replayable = replayable(method, headers);
 
-        let host = self.inner.pool.host(origin);
+        let host = self.inner.pool.host(OriginRef::of(url));
         let _slot = host
             .slot()
             .map_err(|_| Error::new(ErrorKind::TotalTimeout, format!("{url}: waiting for a connection slot")))?;
-        if let Some(conn) = host.take_idle(!replayable(method, headers)) {
-            match self.exchange(conn, &host, &bytes, is_head, url, deadline) {
-                Err(Attempt::Stale(why)) if !replayable(method, headers) => {
+        if let Some(conn) = host.take_idle(!replayable) {
+            match self.exchange(conn, &host, &head, body, url, deadline) {
+                Err(Attempt::Stale(why)) if !replayable => {
                     return Err(Error::new(
                         ErrorKind::Reset,
                         format!("{why}; {method} is not replayable, so it was not retried"),
@@ -321,7 +311,7 @@ impl Client {
         }
         let connect_timeout = bound(self.inner.connect_timeout, deadline);
         let conn = BufferedConn::new(Conn::open(host.origin(), connect_timeout, &self.inner.tls)?);
-        match self.exchange(conn, &host, &bytes, is_head, url, deadline) {
+        match self.exchange(conn, &host, &head, body, url, deadline) {
             Ok(response) => Ok(response),
             Err(Attempt::Stale(why)) => Err(Error::new(ErrorKind::Truncated, why)),
             Err(Attempt::Failed(e)) => Err(e),
@@ -332,16 +322,15 @@ impl Client {
         &self,
         mut conn: BufferedConn<Conn>,
         host: &Host,
-        request: &[u8],
-        is_head: bool,
-        url: &Url,
+        head: &RequestHead<'_>,
+        body: &[u8],
+        url: &Arc<Url>,
         deadline: Option<Instant>,
     ) -> Result<Response, Attempt> {
         let timeout = bound(self.inner.read_timeout, deadline);
-        let tcp = conn.get_ref().tcp();
-        let set = tcp.set_read_timeout(Some(timeout)).and_then(|()| tcp.set_write_timeout(Some(timeout)));
-        set.map_err(|e| Attempt::Failed(Error::io("set socket timeouts", e)))?;
-        if let Err(e) = conn.write_all(request).and_then(|()| conn.flush()) {
+        set_timeouts(conn.get_ref().tcp(), timeout)
+            .map_err(|e| Attempt::Failed(Error::io("set socket timeouts", e)))?;
+        if let Err(e) = conn.send_request(head, body) {
             return Err(match e.kind() {
                 _ if wire::is_disconnect(&e) => {
                     Attempt::Stale(format!("{url}: the connection closed while sending the request: {e}"))
@@ -349,7 +338,7 @@ impl Client {
                 _ => Attempt::Failed(Error::io(&format!("send to {url}"), e)),
             });
         }
-        match wire::read_response(&mut conn, is_head, &self.inner.limits) {
+        match wire::read_response(&mut conn, head.method == "HEAD", &self.inner.limits) {
             Err(WireError::NoResponse) => {
                 Err(Attempt::Stale(format!("{url}: the connection closed before any response")))
             }
@@ -363,27 +352,39 @@ impl Client {
                     reason: raw.reason,
                     headers: raw.headers,
                     body: raw.body,
-                    url: url.to_string(),
+                    url: url.clone(),
                 })
             }
         }
     }
 }
 
+/// Sets `tcp`'s read and write timeouts (always set together) unless they are set
+/// already: a reused connection of a client without a total timeout keeps its own.
+fn set_timeouts(tcp: &TcpStream, timeout: Duration) -> io::Result<()> {
+    if tcp.read_timeout()? == Some(timeout) {
+        return Ok(());
+    }
+    tcp.set_read_timeout(Some(timeout))?;
+    tcp.set_write_timeout(Some(timeout))
+}
+
 /// Parses an absolute http(s) URL with a host.
 fn parse(url: &str) -> Result<Url, Error> {
     let parsed = Url::parse(url).map_err(|e| Error::new(ErrorKind::InvalidUrl, format!("{url}: {e}")))?;
-    check_scheme(parsed)
+    check_scheme(&parsed)?;
+    Ok(parsed)
 }
 
-fn check_scheme(url: Url) -> Result<Url, Error> {
+/// Refuses a URL that is not http(s) or has no host.
+fn check_scheme(url: &Url) -> Result<(), Error> {
     if !matches!(url.scheme(), "http" | "https") {
         return Err(Error::new(ErrorKind::InvalidUrl, format!("{url}: only http:// and https:// URLs are supported")));
     }
     if url.host_str().is_none_or(str::is_empty) {
         return Err(Error::new(ErrorKind::InvalidUrl, format!("{url}: no host")));
     }
-    Ok(url)
+    Ok(())
 }
 
 fn is_redirect(status: u16) -> bool {

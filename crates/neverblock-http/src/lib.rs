@@ -36,7 +36,7 @@ mod pool;
 mod wire;
 
 use std::borrow::Cow;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 pub use client::{Client, ClientBuilder};
 pub use error::{Error, ErrorKind};
@@ -89,8 +89,9 @@ fn default_client() -> &'static Client {
 pub struct Request {
     method: String,
     url: String,
-    /// `url` parsed once, so a request sent many times is parsed once (`None`: invalid, reported when sent).
-    parsed: Option<url::Url>,
+    /// `url` parsed once, so a request sent many times is parsed once (`None`: invalid, reported when sent);
+    /// shared with the responses it answers.
+    parsed: Option<Arc<url::Url>>,
     headers: Vec<(String, String)>,
     body: Vec<u8>,
 }
@@ -99,7 +100,7 @@ impl Request {
     /// A request with no extra headers and no body.
     pub fn new(method: impl Into<String>, url: impl Into<String>) -> Request {
         let url = url.into();
-        let parsed = url::Url::parse(&url).ok();
+        let parsed = url::Url::parse(&url).ok().map(Arc::new);
         Request { method: method.into(), url, parsed, headers: Vec::new(), body: Vec::new() }
     }
 
@@ -122,7 +123,7 @@ impl Request {
 
     /// The URL.
     pub fn url(&self) -> &str {
-        &self.url
+        self.url.as_str()
     }
 }
 
@@ -142,7 +143,7 @@ pub struct Response {
     reason: String,
     headers: Vec<(String, Vec<u8>)>,
     body: Vec<u8>,
-    url: String,
+    url: Arc<url::Url>,
 }
 
 impl Response {
@@ -183,6 +184,6 @@ impl Response {
 
     /// The URL that answered (the last one, after redirects).
     pub fn url(&self) -> &str {
-        &self.url
+        self.url.as_str()
     }
 }

@@ -1,9 +1,9 @@
 //! HTTP/1.1 framing (RFC 9112): request heads out, whole messages in, over blocking `Read`/`Write`.
 //!
-//! The client writes a request head with [`write_request_head`] and reads the answer with
-//! [`read_response`], through a
-//! [`BufferedConn`], which keeps the bytes it read past the end of one message for the next, so
-//! neither pipelining nor where the stream happens to split its reads changes what is parsed.
+//! The client sends a request with [`BufferedConn::send_request`] and reads the answer with
+//! [`read_response`], through a [`BufferedConn`], which keeps the bytes it read past the end of
+//! one message for the next, so neither pipelining nor where the stream happens to split its reads
+//! changes what is parsed.
 //!
 //! A body is framed as RFC 9112 §6.3 says, first rule that applies: none after a HEAD request and
 //! for 1xx, 204 and 304; chunked if the final transfer coding is `chunked`, else (responses only)
@@ -27,11 +27,17 @@ const FIRST_READ: usize = 4 * 1024;
 const MAX_HEADERS: usize = 100;
 /// The longest chunk-size line accepted, extensions and CRLF included.
 const MAX_CHUNK_LINE: usize = 4096;
+/// The longest request body sent in one write with its head; a longer one is written after it,
+/// not copied.
+const COALESCE: usize = 16 * 1024;
 
-/// A stream and the bytes read from it that no message has consumed yet.
+/// A stream, the bytes read from it that no message has consumed yet, and the buffer requests
+/// are written into (kept, so sending allocates only on a connection's first request).
 pub(crate) struct BufferedConn<S> {
     /// The connection.
     stream: S,
+    /// The request being sent.
+    out: Vec<u8>,
     /// `buf[start..end]` holds the unconsumed bytes; the rest is room to read into.
     buf: Vec<u8>,
     /// Where the unconsumed bytes begin.
@@ -45,7 +51,7 @@ pub(crate) struct BufferedConn<S> {
 impl<S> BufferedConn<S> {
     /// Wraps `stream`; allocates the buffer on the first read.
     pub(crate) fn new(stream: S) -> Self {
-        BufferedConn { stream, buf: Vec::new(), start: 0, end: 0, chunk: FIRST_READ }
+        BufferedConn { stream, out: Vec::new(), buf: Vec::new(), start: 0, end: 0, chunk: FIRST_READ }
     }
 
     /// The stream.
@@ -101,12 +107,19 @@ impl<S: Read> BufferedConn<S> {
     }
 }
 
-impl<S: Write> Write for BufferedConn<S> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.stream.write(buf)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
+impl<S: Write> BufferedConn<S> {
+    /// Writes `head` and then `body` (in one write if the body is short), and flushes them.
+    pub(crate) fn send_request(&mut self, head: &RequestHead<'_>, body: &[u8]) -> io::Result<()> {
+        self.out.clear();
+        head.write_to(&mut self.out, body.len());
+        let coalesce = body.len() <= COALESCE;
+        if coalesce {
+            self.out.extend_from_slice(body);
+        }
+        self.stream.write_all(&self.out)?;
+        if !coalesce {
+            self.stream.write_all(body)?;
+        }
         self.stream.flush()
     }
 }
@@ -200,52 +213,66 @@ pub(crate) fn header<'a>(headers: &'a [(String, Vec<u8>)], name: &str) -> Option
     headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_slice())
 }
 
-/// Appends a request head to `out`: the request line, `Host`, `headers`, and `Content-Length`
-/// when there is a body or the method expects one, unless `headers` already frame the body.
-///
-/// # Errors
-///
-/// [`WireError::Malformed`] if any part contains CR, LF or NUL, which could end the line or head
-/// early and smuggle in another; `out` is left unchanged. Nothing else is checked.
-pub(crate) fn write_request_head(
-    out: &mut Vec<u8>,
-    method: &str,
-    target: &str,
-    host: &str,
-    headers: &[(String, String)],
-    body_len: usize,
-) -> Result<(), WireError> {
-    let bad = |s: &str| s.bytes().any(|b| matches!(b, b'\r' | b'\n' | b'\0'));
-    let reject = |what: String| Err(WireError::Malformed(format!("malformed request head: CR, LF or NUL in {what}")));
-    for (what, s) in [("method", method), ("target", target), ("host", host)] {
-        if bad(s) {
-            return reject(format!("the {what}"));
+/// A request head: the request line's parts, `Host`, and the caller's header fields.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RequestHead<'a> {
+    pub(crate) method: &'a str,
+    /// The request target: path and query.
+    pub(crate) target: &'a str,
+    /// The `Host` field's value.
+    pub(crate) host: &'a str,
+    pub(crate) headers: &'a [(String, String)],
+}
+
+impl RequestHead<'_> {
+    /// Checks that no part contains CR, LF or NUL, which could end the line or the head early
+    /// and smuggle in another. Nothing else is checked.
+    ///
+    /// # Errors
+    ///
+    /// [`WireError::Malformed`], naming the part.
+    pub(crate) fn check(&self) -> Result<(), WireError> {
+        let bad = |s: &str| s.bytes().any(|b| matches!(b, b'\r' | b'\n' | b'\0'));
+        let reject =
+            |what: String| Err(WireError::Malformed(format!("malformed request head: CR, LF or NUL in {what}")));
+        for (what, s) in [("method", self.method), ("target", self.target), ("host", self.host)] {
+            if bad(s) {
+                return reject(format!("the {what}"));
+            }
         }
-    }
-    for (name, value) in headers {
-        if bad(name) {
-            return reject("a header name".to_owned());
+        for (name, value) in self.headers {
+            if bad(name) {
+                return reject("a header name".to_owned());
+            }
+            if bad(value) {
+                return reject(format!("the value of header {name:?}"));
+            }
         }
-        if bad(value) {
-            return reject(format!("the value of header {name:?}"));
-        }
+        Ok(())
     }
-    for part in [method, " ", target, " HTTP/1.1\r\nHost: ", host, "\r\n"] {
-        out.extend_from_slice(part.as_bytes());
-    }
-    for (name, value) in headers {
-        for part in [name, ": ", value, "\r\n"] {
+
+    /// Appends the head to `out`: the request line, `Host`, the header fields, and
+    /// `Content-Length` when there is a body or the method expects one, unless the fields already
+    /// frame the body. Write only a head that passed [`check`](Self::check).
+    pub(crate) fn write_to(&self, out: &mut Vec<u8>, body_len: usize) {
+        for part in [self.method, " ", self.target, " HTTP/1.1\r\nHost: ", self.host, "\r\n"] {
             out.extend_from_slice(part.as_bytes());
         }
+        for (name, value) in self.headers {
+            for part in [name, ": ", value, "\r\n"] {
+                out.extend_from_slice(part.as_bytes());
+            }
+        }
+        let framed = self
+            .headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case("content-length") || n.eq_ignore_ascii_case("transfer-encoding"));
+        if !framed && (body_len > 0 || matches!(self.method, "POST" | "PUT" | "PATCH")) {
+            // Writing to a Vec cannot fail.
+            let _ = write!(out, "Content-Length: {body_len}\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
     }
-    let framed = headers
-        .iter()
-        .any(|(n, _)| n.eq_ignore_ascii_case("content-length") || n.eq_ignore_ascii_case("transfer-encoding"));
-    if !framed && (body_len > 0 || matches!(method, "POST" | "PUT" | "PATCH")) {
-        out.extend_from_slice(format!("Content-Length: {body_len}\r\n").as_bytes());
-    }
-    out.extend_from_slice(b"\r\n");
-    Ok(())
 }
 
 /// Reads the final response to one request, skipping interim 1xx responses other than 101.

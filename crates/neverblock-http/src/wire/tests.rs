@@ -1,4 +1,4 @@
-//! Framing of responses and requests, whichever way the stream cuts its reads, and the head writer.
+//! Framing of responses and requests, whichever way the stream cuts its reads, and the request writer.
 
 use std::io::ErrorKind;
 
@@ -399,8 +399,10 @@ fn request_head_is_written_exactly() {
         ),
     ];
     for (method, target, headers, body_len, expected) in cases {
+        let head = RequestHead { method, target, host: "example.com", headers: &headers };
+        head.check().unwrap();
         let mut out = b"previous".to_vec();
-        write_request_head(&mut out, method, target, "example.com", &headers, body_len).unwrap();
+        head.write_to(&mut out, body_len);
         assert_eq!(String::from_utf8(out).unwrap(), format!("previous{expected}"));
     }
 }
@@ -415,10 +417,9 @@ fn request_head_rejects_cr_lf_and_nul() {
         ("GET", "/", "h", ("A", "b\r\n\r\nGET /evil HTTP/1.1"), "the value of header \"A\""),
     ];
     for (method, target, host, (name, value), what) in cases {
-        let mut out = Vec::new();
-        let err = write_request_head(&mut out, method, target, host, &[(name.into(), value.into())], 0).unwrap_err();
+        let headers = [(name.into(), value.into())];
+        let err = RequestHead { method, target, host, headers: &headers }.check().unwrap_err();
         assert_eq!(describe(&err), format!("Malformed: malformed request head: CR, LF or NUL in {what}"));
-        assert!(out.is_empty());
     }
 }
 
@@ -449,4 +450,34 @@ fn reads_start_small_and_double_while_they_come_back_full() {
     let asked = &conn.get_ref().asked;
     assert_eq!(asked[..5], [FIRST_READ, 2 * FIRST_READ, 4 * FIRST_READ, 8 * FIRST_READ, READ_CHUNK]);
     assert!(asked[5..].iter().all(|&n| n == READ_CHUNK), "{asked:?}");
+}
+
+/// Records each write.
+#[derive(Debug, Default)]
+struct WriteLog {
+    writes: Vec<Vec<u8>>,
+}
+
+impl Write for WriteLog {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.writes.push(buf.to_vec());
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_short_body_goes_out_with_its_head_and_a_long_one_after_it() {
+    let head = RequestHead { method: "POST", target: "/", host: "h", headers: &[] };
+    let head_bytes = |len: usize| format!("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: {len}\r\n\r\n").into_bytes();
+    let long = pattern(COALESCE + 1);
+    let mut conn = BufferedConn::new(WriteLog::default());
+    conn.send_request(&head, b"short").unwrap();
+    conn.send_request(&head, &long).unwrap();
+    conn.send_request(&head, b"").unwrap();
+    let expected = [[head_bytes(5), b"short".to_vec()].concat(), head_bytes(long.len()), long, head_bytes(0)];
+    assert_eq!(conn.get_ref().writes, expected);
 }

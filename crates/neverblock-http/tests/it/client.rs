@@ -81,6 +81,22 @@ fn a_post_sends_its_body_and_headers() {
 }
 
 #[test]
+fn the_host_field_is_the_urls_host_and_port_without_user_info() {
+    let server = TestServer::start(Behaviour::EchoHost);
+    let port = server.addr().port();
+    let urls = [
+        format!("http://127.0.0.1:{port}/"),
+        format!("http://localhost:{port}/a/b?c=d"),
+        format!("http://user:secret@127.0.0.1:{port}/"),
+    ];
+    let hosts = run(move || {
+        let client = Client::new();
+        urls.map(|url| client.get(&url).unwrap().text().into_owned())
+    });
+    assert_eq!(hosts, [format!("127.0.0.1:{port}"), format!("localhost:{port}"), format!("127.0.0.1:{port}")]);
+}
+
+#[test]
 fn a_body_cut_short_is_an_error_not_success() {
     let short = TestServer::start(Behaviour::Truncated { declared: 100, sent: 40 });
     let chunked = TestServer::start(Behaviour::TruncatedChunked);

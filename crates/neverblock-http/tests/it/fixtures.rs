@@ -45,6 +45,8 @@ pub(crate) enum Behaviour {
     CloseOnSecond,
     /// Keep-alive: 200 whose body is the request's method, a space, and the request's body.
     Echo,
+    /// Keep-alive: 200 whose body is the request's `Host` value.
+    EchoHost,
     /// The server's first `times` requests get `302` with `Location: to`, later ones 200 `done`; keep-alive.
     Redirect { to: String, times: usize },
     /// Sends `HTTP/1.1 100 Continue\r\n\r\n` before reading the request body, then 200 `ok`; keep-alive.
@@ -199,6 +201,7 @@ fn serve_socket(stream: TcpStream, shared: &Shared) {
 /// A request head: all the behaviours need of it.
 struct Head {
     method: String,
+    host: String,
     content_length: usize,
 }
 
@@ -223,12 +226,13 @@ impl<S: Read + Write> Conn<S> {
         self.buf.drain(..end);
         let mut lines = text.split("\r\n");
         let method = lines.next().and_then(|line| line.split(' ').next()).unwrap_or_default().to_owned();
-        let content_length = lines
-            .filter_map(|line| line.split_once(':'))
-            .find(|(name, _)| name.trim().eq_ignore_ascii_case("content-length"))
-            .and_then(|(_, value)| value.trim().parse().ok())
-            .unwrap_or(0);
-        Ok(Some(Head { method, content_length }))
+        let fields: Vec<_> = lines.filter_map(|line| line.split_once(':')).collect();
+        let field = |name: &str| {
+            fields.iter().find(|(n, _)| n.trim().eq_ignore_ascii_case(name)).map(|(_, value)| value.trim())
+        };
+        let content_length = field("content-length").and_then(|value| value.parse().ok()).unwrap_or(0);
+        let host = field("host").unwrap_or_default().to_owned();
+        Ok(Some(Head { method, host, content_length }))
     }
 
     /// Reads exactly `len` bytes of request body.
@@ -305,6 +309,7 @@ fn serve<S: Read + Write>(conn: &mut Conn<S>, shared: &Shared) -> io::Result<()>
             Behaviour::CloseOnSecond if on_this_connection == 1 => conn.send(&response(200, &[], b"first"))?,
             Behaviour::CloseOnSecond => return Ok(()),
             Behaviour::Echo => conn.send(&response(200, &[], &[head.method.as_bytes(), b" ", &body].concat()))?,
+            Behaviour::EchoHost => conn.send(&response(200, &[], head.host.as_bytes()))?,
             Behaviour::Redirect { to, times } if index < *times => {
                 conn.send(&response(302, &[("Location".into(), to.clone())], b""))?;
             }
