@@ -347,13 +347,7 @@ impl Client {
                 if raw.reusable && !conn.has_buffered() {
                     host.put_idle(conn);
                 }
-                Ok(Response {
-                    status: raw.status,
-                    reason: raw.reason,
-                    headers: raw.headers,
-                    body: raw.body,
-                    url: url.clone(),
-                })
+                Ok(Response { status: raw.status, head: raw.head, body: raw.body, url: url.clone() })
             }
         }
     }

@@ -31,15 +31,19 @@
 mod client;
 mod conn;
 mod error;
+mod head;
 mod origin;
 mod pool;
 mod wire;
 
 use std::borrow::Cow;
+use std::fmt;
 use std::sync::{Arc, OnceLock};
 
 pub use client::{Client, ClientBuilder};
 pub use error::{Error, ErrorKind};
+
+use head::Head;
 
 /// `GET url` with the process's shared default [`Client`].
 ///
@@ -137,11 +141,10 @@ impl Request {
 ///     println!("{} bytes of {:?}", response.body().len(), response.header("content-type"));
 /// }
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Response {
     status: u16,
-    reason: String,
-    headers: Vec<(String, Vec<u8>)>,
+    head: Head,
     body: Vec<u8>,
     url: Arc<url::Url>,
 }
@@ -154,17 +157,17 @@ impl Response {
 
     /// The reason phrase.
     pub fn reason(&self) -> &str {
-        &self.reason
+        self.head.reason()
     }
 
     /// The first header called `name` (any case), if its value is UTF-8.
     pub fn header(&self, name: &str) -> Option<&str> {
-        wire::header(&self.headers, name).and_then(|v| std::str::from_utf8(v).ok())
+        self.head.get(name).and_then(|v| std::str::from_utf8(v).ok())
     }
 
     /// Every header, in the order received.
     pub fn headers(&self) -> impl Iterator<Item = (&str, &[u8])> {
-        self.headers.iter().map(|(k, v)| (k.as_str(), v.as_slice()))
+        self.head.fields()
     }
 
     /// The body.
@@ -185,5 +188,16 @@ impl Response {
     /// The URL that answered (the last one, after redirects).
     pub fn url(&self) -> &str {
         self.url.as_str()
+    }
+}
+
+impl fmt::Debug for Response {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Response")
+            .field("status", &self.status)
+            .field("head", &self.head)
+            .field("body", &format_args!("{} bytes", self.body.len()))
+            .field("url", &self.url.as_str())
+            .finish()
     }
 }

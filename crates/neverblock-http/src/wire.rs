@@ -16,6 +16,9 @@
 
 use std::fmt;
 use std::io::{self, Read, Write};
+use std::mem::MaybeUninit;
+
+use super::head::Head;
 
 /// The most [`BufferedConn`] asks its stream for at a time.
 const READ_CHUNK: usize = 64 * 1024;
@@ -154,12 +157,10 @@ impl Default for Limits {
 pub(crate) struct Response {
     /// The status code, 101 or 200..=999.
     pub(crate) status: u16,
-    /// The reason phrase; empty if absent.
-    pub(crate) reason: String,
     /// The minor version: 0 for HTTP/1.0, 1 for HTTP/1.1.
     pub(crate) version: u8,
-    /// Header fields in order, names as received.
-    pub(crate) headers: Vec<(String, Vec<u8>)>,
+    /// The reason phrase and header fields.
+    pub(crate) head: Head,
     /// The body, with any chunked framing removed.
     pub(crate) body: Vec<u8>,
     /// Whether the connection may carry another request: the body's end was framed and the
@@ -206,11 +207,6 @@ impl From<io::Error> for WireError {
     fn from(e: io::Error) -> Self {
         WireError::Io(e)
     }
-}
-
-/// The value of the first header field called `name` (case-insensitive).
-pub(crate) fn header<'a>(headers: &'a [(String, Vec<u8>)], name: &str) -> Option<&'a [u8]> {
-    headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_slice())
 }
 
 /// A request head: the request line's parts, `Host`, and the caller's header fields.
@@ -300,10 +296,12 @@ pub(crate) fn read_response<S: Read>(
         }
         fresh = false;
     };
+    let rules = Rules::of(&res.head, "response");
     let no_body = request_was_head || matches!(res.status, 101 | 204 | 304);
-    let framing = if no_body { Framing::None } else { framing(&res.headers, "response")? };
+    let persistent = rules.persistent(res.version);
+    let framing = if no_body { Framing::None } else { rules.framing()? };
     res.body = read_body(conn, framing, limits, "response")?;
-    res.reusable = res.status != 101 && framing != Framing::Close && persistent(res.version, &res.headers);
+    res.reusable = res.status != 101 && framing != Framing::Close && persistent;
     Ok(res)
 }
 
@@ -320,58 +318,88 @@ enum Framing {
     Close,
 }
 
-/// How the body of a message with `headers` is framed, by `Transfer-Encoding` then
-/// `Content-Length`; [`Framing::Close`] if by neither. `side` names the message in errors.
-fn framing(headers: &[(String, Vec<u8>)], side: &str) -> Result<Framing, WireError> {
-    if let Some(coding) = tokens(headers, "transfer-encoding").last() {
-        return Ok(if coding.eq_ignore_ascii_case(b"chunked") { Framing::Chunked } else { Framing::Close });
+/// What a head says about its body's framing and its connection, gathered in one pass over its
+/// fields.
+struct Rules<'a> {
+    /// The last element of the last `Transfer-Encoding` field; `None` if there is no such field.
+    coding: Option<&'a [u8]>,
+    /// The number every `Content-Length` element gives (`None`: no such field), or the first
+    /// element that is not a number or disagrees.
+    length: Result<Option<u64>, WireError>,
+    /// Whether a `Connection` element is `close`, and whether one is `keep-alive`.
+    close: bool,
+    keep_alive: bool,
+}
+
+impl<'a> Rules<'a> {
+    /// The rules of `head`; `side` names the message in errors.
+    fn of(head: &'a Head, side: &str) -> Rules<'a> {
+        let mut rules = Rules { coding: None, length: Ok(None), close: false, keep_alive: false };
+        for (name, value) in head.raw_fields() {
+            let elements = || value.split(|&b| b == b',').map(<[u8]>::trim_ascii);
+            if name.eq_ignore_ascii_case(b"transfer-encoding") {
+                rules.coding = elements().next_back();
+            } else if name.eq_ignore_ascii_case(b"content-length") {
+                elements().for_each(|element| rules.add_length(element, side));
+            } else if name.eq_ignore_ascii_case(b"connection") {
+                for element in elements() {
+                    rules.close |= element.eq_ignore_ascii_case(b"close");
+                    rules.keep_alive |= element.eq_ignore_ascii_case(b"keep-alive");
+                }
+            }
+        }
+        rules
     }
-    let mut length = None;
-    for value in tokens(headers, "content-length") {
-        let n = Some(value)
+
+    /// Takes in one `Content-Length` element: a number, the same as any before it.
+    fn add_length(&mut self, element: &[u8], side: &str) {
+        let Ok(length) = self.length else { return };
+        let n = Some(element)
             .filter(|v| !v.is_empty() && v.iter().all(u8::is_ascii_digit))
             .and_then(|v| std::str::from_utf8(v).ok()?.parse::<u64>().ok());
-        match (n, length) {
+        self.length = match (n, length) {
             (None, _) => {
-                let value = String::from_utf8_lossy(value);
-                return Err(WireError::Malformed(format!("malformed {side} head: invalid Content-Length {value:?}")));
+                let value = String::from_utf8_lossy(element);
+                Err(WireError::Malformed(format!("malformed {side} head: invalid Content-Length {value:?}")))
             }
             (Some(n), Some(first)) if n != first => {
-                return Err(WireError::Malformed(format!("malformed {side} head: Content-Length {first} and {n}")));
+                Err(WireError::Malformed(format!("malformed {side} head: Content-Length {first} and {n}")))
             }
-            (n, _) => length = n,
+            (n, _) => Ok(n),
+        };
+    }
+
+    /// How the body is framed, by `Transfer-Encoding` then `Content-Length`; [`Framing::Close`]
+    /// if by neither.
+    fn framing(self) -> Result<Framing, WireError> {
+        match self.coding {
+            Some(coding) if coding.eq_ignore_ascii_case(b"chunked") => Ok(Framing::Chunked),
+            Some(_) => Ok(Framing::Close),
+            None => self.length.map(|length| length.map_or(Framing::Close, Framing::Length)),
         }
     }
-    Ok(length.map_or(Framing::Close, Framing::Length))
-}
 
-/// Whether the connection stays open after this message: by default in HTTP/1.1 and only on
-/// request in HTTP/1.0, and never when `Transfer-Encoding` and `Content-Length` disagree about the
-/// framing (RFC 9112 §6.1: a sign of request smuggling).
-fn persistent(version: u8, headers: &[(String, Vec<u8>)]) -> bool {
-    let asks = |option: &[u8]| tokens(headers, "connection").any(|t| t.eq_ignore_ascii_case(option));
-    let ambiguous = header(headers, "transfer-encoding").is_some() && header(headers, "content-length").is_some();
-    let open = if version == 1 { !asks(b"close") } else { asks(b"keep-alive") };
-    open && !ambiguous
-}
-
-/// The comma-separated elements of every field called `name`, trimmed, in order.
-fn tokens<'a>(headers: &'a [(String, Vec<u8>)], name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
-    headers
-        .iter()
-        .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
-        .flat_map(|(_, v)| v.split(|&b| b == b','))
-        .map(<[u8]>::trim_ascii)
+    /// Whether the connection stays open after this message: by default in HTTP/1.1 and only on
+    /// request in HTTP/1.0, and never when `Transfer-Encoding` and `Content-Length` disagree about
+    /// the framing (RFC 9112 §6.1: a sign of request smuggling).
+    fn persistent(&self, version: u8) -> bool {
+        let ambiguous = self.coding.is_some() && !matches!(self.length, Ok(None));
+        let open = if version == 1 { !self.close } else { self.keep_alive };
+        open && !ambiguous
+    }
 }
 
 /// What a head parser returns: the head's length and the message, once complete.
 type Parsed<T> = Result<Option<(usize, T)>, httparse::Error>;
 
-/// Parses a response head, once complete.
+/// Parses a response head, once complete, and copies it out of the read buffer.
 fn parse_response(buf: &[u8]) -> Parsed<Response> {
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut res = httparse::Response::new(&mut headers);
-    let httparse::Status::Complete(len) = res.parse(buf)? else {
+    // httparse writes each field before it is read, so the array needs no initializing.
+    let mut fields = [const { MaybeUninit::uninit() }; MAX_HEADERS];
+    let mut res = httparse::Response::new(&mut []);
+    let httparse::Status::Complete(len) =
+        httparse::ParserConfig::default().parse_response_with_uninit_headers(&mut res, buf, &mut fields)?
+    else {
         return Ok(None);
     };
     Ok(Some((
@@ -379,18 +407,12 @@ fn parse_response(buf: &[u8]) -> Parsed<Response> {
         Response {
             // A complete parse has set the code and the version.
             status: res.code.unwrap_or_default(),
-            reason: res.reason.unwrap_or_default().to_owned(),
             version: res.version.unwrap_or_default(),
-            headers: owned(res.headers),
+            head: Head::new(&buf[..len], &res),
             body: Vec::new(),
             reusable: false,
         },
     )))
-}
-
-/// Copies parsed header fields out of the read buffer.
-fn owned(headers: &[httparse::Header<'_>]) -> Vec<(String, Vec<u8>)> {
-    headers.iter().map(|h| (h.name.to_owned(), h.value.to_vec())).collect()
 }
 
 /// Reads until `parse` finds a complete head, and consumes it.

@@ -125,16 +125,24 @@ fn pattern(len: usize) -> Vec<u8> {
 #[test]
 fn content_length_body_is_read_exactly() {
     let res = response("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nhello");
-    assert_eq!((res.status, res.reason.as_str(), res.version), (200, "OK", 1));
-    assert_eq!(
-        res.headers,
-        [("Content-Type".to_owned(), b"text/plain".to_vec()), ("Content-Length".into(), b"5".into())]
-    );
-    assert_eq!(header(&res.headers, "content-type"), Some(&b"text/plain"[..]));
-    assert_eq!(header(&res.headers, "location"), None);
+    assert_eq!((res.status, res.head.reason(), res.version), (200, "OK", 1));
+    assert_eq!(res.head.fields().collect::<Vec<_>>(), [("Content-Type", &b"text/plain"[..]), ("Content-Length", b"5")]);
+    assert_eq!(res.head.get("content-type"), Some(&b"text/plain"[..]));
+    assert_eq!(res.head.get("location"), None);
     assert_eq!(res.body, b"hello");
     assert!(res.reusable);
     assert_eq!(response("HTTP/1.1 200 OK\r\nContent-Length: 3, 3\r\n\r\nabc").body, b"abc");
+}
+
+#[test]
+fn a_head_keeps_names_as_received_and_values_without_surrounding_blanks() {
+    let res = response("HTTP/1.1 404 \r\nX-A: \t spaced  value \t\r\nx-empty:\r\nContent-Length: 0\n\n");
+    assert_eq!((res.status, res.head.reason()), (404, ""));
+    let fields: Vec<_> = res.head.fields().collect();
+    assert_eq!(fields, [("X-A", &b"spaced  value"[..]), ("x-empty", b""), ("Content-Length", b"0")]);
+    let res = response("HTTP/1.0 200 Gr\u{fc}\u{df}e\r\nContent-Length: 0\r\n\r\n");
+    assert_eq!(res.head.reason(), "", "httparse gives a reason with obs-text as empty");
+    assert_eq!(format!("{:?}", res.head), r#"Head { reason: "", fields: {"Content-Length": "0"} }"#);
 }
 
 #[test]
@@ -191,7 +199,7 @@ fn interim_responses_are_skipped() {
          HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok",
     );
     assert_eq!((res.status, res.body.as_slice(), res.reusable), (201, &b"ok"[..], true));
-    assert_eq!(header(&res.headers, "link"), None);
+    assert_eq!(res.head.get("link"), None);
 }
 
 #[test]
