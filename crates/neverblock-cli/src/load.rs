@@ -1,13 +1,25 @@
 //! A closed-loop load generator: `concurrency` fibers, spread over the runtime's
 //! threads, each sending its next GET as soon as its last one is answered.
+//!
+//! Per request, a fiber touches only its own thread's state: request numbers are
+//! claimed from the shared counter a batch at a time, and answers are tallied per
+//! thread, merged at the end.
 
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
+use std::ops::Range;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use neverblock::runtime::{self, Builder};
 use neverblock_http::{Client, Request};
+
+use crate::histogram::Histogram;
+
+/// How many request numbers a thread claims from the shared counter at once.
+const BATCH: usize = 64;
 
 /// What to send.
 #[derive(Clone, Debug)]
@@ -27,15 +39,15 @@ pub(crate) struct Load {
 #[derive(Debug, Default)]
 pub(crate) struct Outcome {
     pub(crate) elapsed: Duration,
-    /// Latencies of the requests answered 2xx, sorted.
-    pub(crate) latencies: Vec<Duration>,
+    /// Latencies of the requests answered 2xx.
+    pub(crate) latencies: Histogram,
     /// Failures by kind or status.
     pub(crate) errors: BTreeMap<String, usize>,
 }
 
 impl Outcome {
     pub(crate) fn ok(&self) -> usize {
-        self.latencies.len()
+        self.latencies.count()
     }
 
     pub(crate) fn failed(&self) -> usize {
@@ -47,15 +59,44 @@ impl Outcome {
         self.ok() as f64 / self.elapsed.as_secs_f64()
     }
 
-    /// The `p`-th percentile latency (p in 0..=100).
+    /// The `p`-th percentile latency (p in 0..=100), to within 1/256.
     pub(crate) fn percentile(&self, p: f64) -> Option<Duration> {
-        let last = self.latencies.len().checked_sub(1)?;
-        Some(self.latencies[((last as f64) * p / 100.0).round() as usize])
+        self.latencies.percentile(p)
     }
 }
 
-/// Per fiber: latencies of successes, and failures.
-type Tally = (Vec<Duration>, Vec<String>);
+/// One thread's answers: latencies of successes, and failures by kind or status.
+#[derive(Debug, Default)]
+struct Tally {
+    latencies: Histogram,
+    errors: BTreeMap<String, usize>,
+}
+
+/// The request numbers one thread's fibers share: a batch claimed from the
+/// counter all threads share, taken one by one, then the next batch.
+struct Claims {
+    next: Arc<AtomicUsize>,
+    total: usize,
+    batch: Cell<Range<usize>>,
+}
+
+impl Claims {
+    fn new(next: Arc<AtomicUsize>, total: usize) -> Claims {
+        Claims { next, total, batch: Cell::new(0..0) }
+    }
+
+    /// Claims the next request; false once every request has been claimed.
+    fn claim(&self) -> bool {
+        let mut batch = self.batch.take();
+        if batch.is_empty() {
+            let start = self.next.fetch_add(BATCH, Ordering::Relaxed);
+            batch = start.min(self.total)..(start + BATCH).min(self.total);
+        }
+        let claimed = batch.next().is_some();
+        self.batch.set(batch);
+        claimed
+    }
+}
 
 /// Runs `load` on a runtime of its own and waits for every request.
 pub(crate) fn run(load: Load) -> anyhow::Result<Outcome> {
@@ -78,51 +119,62 @@ pub(crate) fn run(load: Load) -> anyhow::Result<Outcome> {
                         let (next, total) = (next.clone(), load.requests);
                         neverblock::spawn(move || report_progress(&next, total, started))
                     });
-                    let workers: Vec<_> = (0..fibers)
-                        .map(|_| {
-                            let (client, next, load) = (client.clone(), next.clone(), load.clone());
-                            neverblock::spawn(move || work(&client, &next, &load))
-                        })
-                        .collect();
-                    let tallies: Vec<Tally> =
-                        workers.into_iter().map(|w| w.join().expect("a load fiber panicked")).collect();
+                    let tally = run_thread(&client, Claims::new(next, load.requests), &load, fibers);
                     if let Some(progress) = progress {
                         progress.cancel();
                     }
-                    tallies
+                    tally
                 })
             })
             .collect();
-        let tallies = handles.into_iter().flat_map(|h| h.join().expect("a load thread panicked")).collect::<Vec<_>>();
+        let tallies = handles.into_iter().map(|h| h.join().expect("a load thread panicked")).collect::<Vec<_>>();
         (tallies, started.elapsed())
     });
     let mut outcome = Outcome { elapsed, ..Outcome::default() };
-    for (latencies, errors) in tallies {
-        outcome.latencies.extend(latencies);
-        for e in errors {
-            *outcome.errors.entry(e).or_default() += 1;
+    for tally in tallies {
+        outcome.latencies.merge(&tally.latencies);
+        for (e, count) in tally.errors {
+            *outcome.errors.entry(e).or_default() += count;
         }
     }
-    outcome.latencies.sort_unstable();
     Ok(outcome)
 }
 
-/// One fiber's loop: take the next request number until there are none left.
-fn work(client: &Client, next: &AtomicUsize, load: &Load) -> Tally {
+/// Runs `fibers` fibers on this thread until `claims` runs out; returns their tally.
+fn run_thread(client: &Client, claims: Claims, load: &Load, fibers: usize) -> Tally {
+    let (claims, tally) = (Rc::new(claims), Rc::new(RefCell::new(Tally::default())));
+    let workers: Vec<_> = (0..fibers)
+        .map(|_| {
+            let (client, claims, tally, load) = (client.clone(), claims.clone(), tally.clone(), load.clone());
+            neverblock::spawn(move || work(&client, &claims, &tally, &load))
+        })
+        .collect();
+    for worker in workers {
+        worker.join().expect("a load fiber panicked");
+    }
+    Rc::into_inner(tally).expect("every fiber holding the tally has ended").into_inner()
+}
+
+/// One fiber's loop: claim the next request until there are none left. A request
+/// is timed from the end of the one before (the bookkeeping between them is a few
+/// instructions), so each costs one clock read.
+fn work(client: &Client, claims: &Claims, tally: &RefCell<Tally>, load: &Load) {
     let request = match load.keepalive {
         true => Request::new("GET", load.url.as_str()),
         false => Request::new("GET", load.url.as_str()).header("Connection", "close"),
     };
-    let mut tally = Tally::default();
-    while next.fetch_add(1, Ordering::Relaxed) < load.requests {
-        let start = Instant::now();
-        match client.request(&request) {
-            Ok(r) if (200..300).contains(&r.status()) => tally.0.push(start.elapsed()),
-            Ok(r) => tally.1.push(format!("status {}", r.status())),
-            Err(e) => tally.1.push(format!("{:?}", e.kind())),
+    let mut start = Instant::now();
+    while claims.claim() {
+        let result = client.request(&request);
+        let end = Instant::now();
+        let mut tally = tally.borrow_mut();
+        match result {
+            Ok(r) if (200..300).contains(&r.status()) => tally.latencies.record(end - start),
+            Ok(r) => *tally.errors.entry(format!("status {}", r.status())).or_default() += 1,
+            Err(e) => *tally.errors.entry(format!("{:?}", e.kind())).or_default() += 1,
         }
+        start = end;
     }
-    tally
 }
 
 /// Prints `done/total, rate` on stderr every second until cancelled.
@@ -134,3 +186,6 @@ fn report_progress(next: &AtomicUsize, total: usize, started: Instant) {
         eprint!("\r{sent}/{total} requests sent, {rate:.0}/s   ");
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -8,6 +8,7 @@
 mod bench;
 mod delay_server;
 mod get;
+mod histogram;
 mod load;
 
 use clap::{Parser, Subcommand};
