@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use neverblock::net::TcpStream;
 use rustls::ClientConfig;
-use url::{Position, Url};
+use url::Url;
 
 use super::conn::{tls_config, Conn};
 use super::error::{Error, ErrorKind};
@@ -286,9 +286,7 @@ impl Client {
         body: &[u8],
         deadline: Option<Instant>,
     ) -> Result<Response, Error> {
-        // The URL holds the `Host` value as it is sent: the host, and the port unless it is the default.
-        let target = &url[Position::BeforePath..Position::AfterQuery];
-        let head = RequestHead { method, target, host: &url[Position::BeforeHost..Position::AfterPort], headers };
+        let head = RequestHead { method, url, headers };
         head.check().map_err(|e| Error::wire(url.as_str(), e))?;
         let replayable = replayable(method, headers);
 

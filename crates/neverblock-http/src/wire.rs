@@ -18,6 +18,8 @@ use std::fmt;
 use std::io::{self, Read, Write};
 use std::mem::MaybeUninit;
 
+use url::{Position, Url};
+
 use super::head::Head;
 
 /// The most [`BufferedConn`] asks its stream for at a time.
@@ -209,20 +211,20 @@ impl From<io::Error> for WireError {
     }
 }
 
-/// A request head: the request line's parts, `Host`, and the caller's header fields.
+/// A request head: the method, the URL (its path and query are the request target, its host and
+/// port the `Host` value), and the caller's header fields.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct RequestHead<'a> {
     pub(crate) method: &'a str,
-    /// The request target: path and query.
-    pub(crate) target: &'a str,
-    /// The `Host` field's value.
-    pub(crate) host: &'a str,
+    /// A parsed URL holds no CR, LF or NUL: the URL standard drops CR and LF, percent-encodes
+    /// control characters in paths and queries, and refuses them in hosts.
+    pub(crate) url: &'a Url,
     pub(crate) headers: &'a [(String, String)],
 }
 
 impl RequestHead<'_> {
-    /// Checks that no part contains CR, LF or NUL, which could end the line or the head early
-    /// and smuggle in another. Nothing else is checked.
+    /// Checks that neither the method nor a header field contains CR, LF or NUL, which could end
+    /// the line or the head early and smuggle in another. Nothing else is checked.
     ///
     /// # Errors
     ///
@@ -231,10 +233,8 @@ impl RequestHead<'_> {
         let bad = |s: &str| s.bytes().any(|b| matches!(b, b'\r' | b'\n' | b'\0'));
         let reject =
             |what: String| Err(WireError::Malformed(format!("malformed request head: CR, LF or NUL in {what}")));
-        for (what, s) in [("method", self.method), ("target", self.target), ("host", self.host)] {
-            if bad(s) {
-                return reject(format!("the {what}"));
-            }
+        if bad(self.method) {
+            return reject("the method".to_owned());
         }
         for (name, value) in self.headers {
             if bad(name) {
@@ -251,7 +251,10 @@ impl RequestHead<'_> {
     /// `Content-Length` when there is a body or the method expects one, unless the fields already
     /// frame the body. Write only a head that passed [`check`](Self::check).
     pub(crate) fn write_to(&self, out: &mut Vec<u8>, body_len: usize) {
-        for part in [self.method, " ", self.target, " HTTP/1.1\r\nHost: ", self.host, "\r\n"] {
+        let target = &self.url[Position::BeforePath..Position::AfterQuery];
+        // The host, and the port unless it is the scheme's default (which the URL does not keep).
+        let host = &self.url[Position::BeforeHost..Position::AfterPort];
+        for part in [self.method, " ", target, " HTTP/1.1\r\nHost: ", host, "\r\n"] {
             out.extend_from_slice(part.as_bytes());
         }
         for (name, value) in self.headers {
@@ -474,7 +477,7 @@ fn read_body<S: Read>(
         Framing::Length(n) => {
             let n = usize::try_from(n).ok().filter(|&n| n <= limits.max_body).ok_or_else(too_large)?;
             // Room for the whole body up front, but never more than 1 MiB on a length's word.
-            body.reserve(n.min(16 * READ_CHUNK));
+            body = Vec::with_capacity(n.min(16 * READ_CHUNK));
             let got = take(conn, &mut body, n)?;
             if got < n {
                 return Err(WireError::Truncated(format!("{side} body cut short: got {got} of {n} bytes")));

@@ -376,6 +376,11 @@ fn timeouts_propagate_as_io_errors() {
     }
 }
 
+/// `url` parsed; the tests' URLs are valid.
+fn url(text: &str) -> Url {
+    Url::parse(text).unwrap()
+}
+
 #[test]
 fn request_head_is_written_exactly() {
     let h = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
@@ -384,30 +389,43 @@ fn request_head_is_written_exactly() {
     let cases = [
         (
             "GET",
-            "/a?b=1",
+            "http://example.com/a?b=1#c",
             h(&[("Accept", "*/*")]),
             0,
             "GET /a?b=1 HTTP/1.1\r\nHost: example.com\r\nAccept: */*\r\n\r\n",
         ),
-        ("POST", "/", h(&[]), 0, "POST / HTTP/1.1\r\nHost: example.com\r\nContent-Length: 0\r\n\r\n"),
-        ("DELETE", "/x", h(&[]), 3, "DELETE /x HTTP/1.1\r\nHost: example.com\r\nContent-Length: 3\r\n\r\n"),
+        (
+            "POST",
+            "https://u:p@example.com:443",
+            h(&[]),
+            0,
+            "POST / HTTP/1.1\r\nHost: example.com\r\nContent-Length: 0\r\n\r\n",
+        ),
+        (
+            "DELETE",
+            "http://[::1]:8080/x",
+            h(&[]),
+            3,
+            "DELETE /x HTTP/1.1\r\nHost: [::1]:8080\r\nContent-Length: 3\r\n\r\n",
+        ),
         (
             "PUT",
-            "/",
+            "http://example.com:80/",
             h(&[("transfer-encoding", "chunked")]),
             9,
             "PUT / HTTP/1.1\r\nHost: example.com\r\ntransfer-encoding: chunked\r\n\r\n",
         ),
         (
             "PATCH",
-            "/",
+            "http://example.com/",
             h(&[("content-length", "2")]),
             2,
             "PATCH / HTTP/1.1\r\nHost: example.com\r\ncontent-length: 2\r\n\r\n",
         ),
     ];
     for (method, target, headers, body_len, expected) in cases {
-        let head = RequestHead { method, target, host: "example.com", headers: &headers };
+        let url = url(target);
+        let head = RequestHead { method, url: &url, headers: &headers };
         head.check().unwrap();
         let mut out = b"previous".to_vec();
         head.write_to(&mut out, body_len);
@@ -418,16 +436,30 @@ fn request_head_is_written_exactly() {
 #[test]
 fn request_head_rejects_cr_lf_and_nul() {
     let cases = [
-        ("GET\r", "/", "h", ("A", "b"), "the method"),
-        ("GET", "/\nX: 1", "h", ("A", "b"), "the target"),
-        ("GET", "/", "h\r\nX: 1", ("A", "b"), "the host"),
-        ("GET", "/", "h", ("A\0", "b"), "a header name"),
-        ("GET", "/", "h", ("A", "b\r\n\r\nGET /evil HTTP/1.1"), "the value of header \"A\""),
+        ("GET\r", ("A", "b"), "the method"),
+        ("GET", ("A\0", "b"), "a header name"),
+        ("GET", ("A", "b\r\n\r\nGET /evil HTTP/1.1"), "the value of header \"A\""),
     ];
-    for (method, target, host, (name, value), what) in cases {
+    let url = url("http://h/");
+    for (method, (name, value), what) in cases {
         let headers = [(name.into(), value.into())];
-        let err = RequestHead { method, target, host, headers: &headers }.check().unwrap_err();
+        let err = RequestHead { method, url: &url, headers: &headers }.check().unwrap_err();
         assert_eq!(describe(&err), format!("Malformed: malformed request head: CR, LF or NUL in {what}"));
+    }
+}
+
+#[test]
+fn a_url_carries_no_cr_lf_or_nul_into_the_head() {
+    for text in ["http://h/a\r\nX-Evil: 1", "http://h/?q=\r\n\r\nGET /evil", "http://h/\0x?\0"] {
+        let url = url(text);
+        let mut out = Vec::new();
+        RequestHead { method: "GET", url: &url, headers: &[] }.write_to(&mut out, 0);
+        let request_line = out.split(|&b| b == b'\n').next().unwrap();
+        assert!(!request_line[..request_line.len() - 1].iter().any(|b| matches!(b, b'\r' | b'\0')), "{text:?}");
+        assert_eq!(out.iter().filter(|&&b| b == b'\n').count(), 3, "{text:?}: {:?}", String::from_utf8_lossy(&out));
+    }
+    for host in ["http://h\0x/", "http://a b/"] {
+        assert!(Url::parse(host).is_err(), "{host:?}");
     }
 }
 
@@ -479,7 +511,8 @@ impl Write for WriteLog {
 
 #[test]
 fn a_short_body_goes_out_with_its_head_and_a_long_one_after_it() {
-    let head = RequestHead { method: "POST", target: "/", host: "h", headers: &[] };
+    let url = url("http://h/");
+    let head = RequestHead { method: "POST", url: &url, headers: &[] };
     let head_bytes = |len: usize| format!("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: {len}\r\n\r\n").into_bytes();
     let long = pattern(COALESCE + 1);
     let mut conn = BufferedConn::new(WriteLog::default());
