@@ -11,7 +11,7 @@ use url::Url;
 use super::conn::{tls_config, Conn};
 use super::error::{Error, ErrorKind};
 use super::origin::OriginRef;
-use super::pool::{Host, Pool};
+use super::pool::{Host, Pool, PooledConn};
 use super::wire::{self, BufferedConn, Limits, RequestHead, WireError};
 use super::{Request, Response};
 
@@ -308,7 +308,7 @@ impl Client {
             }
         }
         let connect_timeout = bound(self.inner.connect_timeout, deadline);
-        let conn = BufferedConn::new(Conn::open(host.origin(), connect_timeout, &self.inner.tls)?);
+        let conn = Box::new(BufferedConn::new(Conn::open(host.origin(), connect_timeout, &self.inner.tls)?));
         match self.exchange(conn, &host, &head, body, url, deadline) {
             Ok(response) => Ok(response),
             Err(Attempt::Stale(why)) => Err(Error::new(ErrorKind::Truncated, why)),
@@ -318,7 +318,7 @@ impl Client {
 
     fn exchange(
         &self,
-        mut conn: BufferedConn<Conn>,
+        mut conn: PooledConn,
         host: &Host,
         head: &RequestHead<'_>,
         body: &[u8],

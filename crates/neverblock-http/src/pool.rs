@@ -13,6 +13,9 @@ use super::conn::Conn;
 use super::origin::{Key, Origin, OriginRef};
 use super::wire::BufferedConn;
 
+/// A connection as the pool keeps it: boxed, so taking and returning one moves a pointer.
+pub(crate) type PooledConn = Box<BufferedConn<Conn>>;
+
 /// The hosts a client has sent requests to, by origin (scheme, host, port).
 #[derive(Debug)]
 pub(crate) struct Pool {
@@ -38,7 +41,7 @@ pub(crate) struct Host {
 /// registered with that loop's reactor).
 #[derive(Debug)]
 struct Idle {
-    conn: BufferedConn<Conn>,
+    conn: PooledConn,
     expires: Option<Instant>,
     thread: ThreadId,
 }
@@ -89,7 +92,7 @@ impl Host {
     /// closed it, and closed ones are dropped: for a request that could not be
     /// sent again. A replayable request skips that system call; if the server had
     /// closed the connection, the client sends it again on a new one (Go's rule).
-    pub(crate) fn take_idle(&self, probe: bool) -> Option<BufferedConn<Conn>> {
+    pub(crate) fn take_idle(&self, probe: bool) -> Option<PooledConn> {
         let me = thread::current().id();
         loop {
             let (conn, expired) = {
@@ -121,7 +124,7 @@ impl Host {
     }
 
     /// Keeps `conn`, whose last response was read to its end, for the next request.
-    pub(crate) fn put_idle(&self, conn: BufferedConn<Conn>) {
+    pub(crate) fn put_idle(&self, conn: PooledConn) {
         let thread = thread::current().id();
         let mut idle = lock(&self.idle);
         idle.push(Idle { conn, expires: Instant::now().checked_add(self.idle_timeout), thread });
