@@ -340,11 +340,11 @@ impl<'a> Rules<'a> {
         let mut rules = Rules { coding: None, length: Ok(None), close: false, keep_alive: false };
         for (name, value) in head.raw_fields() {
             let elements = || value.split(|&b| b == b',').map(<[u8]>::trim_ascii);
-            if name.eq_ignore_ascii_case(b"transfer-encoding") {
+            if is_named(name, b"transfer-encoding") {
                 rules.coding = elements().next_back();
-            } else if name.eq_ignore_ascii_case(b"content-length") {
+            } else if is_named(name, b"content-length") {
                 elements().for_each(|element| rules.add_length(element, side));
-            } else if name.eq_ignore_ascii_case(b"connection") {
+            } else if is_named(name, b"connection") {
                 for element in elements() {
                     rules.close |= element.eq_ignore_ascii_case(b"close");
                     rules.keep_alive |= element.eq_ignore_ascii_case(b"keep-alive");
@@ -357,10 +357,7 @@ impl<'a> Rules<'a> {
     /// Takes in one `Content-Length` element: a number, the same as any before it.
     fn add_length(&mut self, element: &[u8], side: &str) {
         let Ok(length) = self.length else { return };
-        let n = Some(element)
-            .filter(|v| !v.is_empty() && v.iter().all(u8::is_ascii_digit))
-            .and_then(|v| std::str::from_utf8(v).ok()?.parse::<u64>().ok());
-        self.length = match (n, length) {
+        self.length = match (decimal(element), length) {
             (None, _) => {
                 let value = String::from_utf8_lossy(element);
                 Err(WireError::Malformed(format!("malformed {side} head: invalid Content-Length {value:?}")))
@@ -390,6 +387,26 @@ impl<'a> Rules<'a> {
         let open = if version == 1 { !self.close } else { self.keep_alive };
         open && !ambiguous
     }
+}
+
+/// Whether `name`, a field name (a token, as httparse checked), is `lower`, a name of lowercase
+/// letters and `-`, in any case. Setting bit 5 lowercases a letter and leaves `-` as it is, and
+/// makes no other token character a letter or `-`: one OR a byte, not `eq_ignore_ascii_case`'s two
+/// conversions.
+fn is_named(name: &[u8], lower: &[u8]) -> bool {
+    name.len() == lower.len() && name.iter().zip(lower).all(|(&n, &l)| n | 0x20 == l)
+}
+
+/// The number `digits` spells in decimal; `None` if it is empty, has anything but digits, or
+/// overflows.
+fn decimal(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |n, &d| {
+        let digit = d.checked_sub(b'0').filter(|&d| d < 10)?;
+        n.checked_mul(10)?.checked_add(u64::from(digit))
+    })
 }
 
 /// What a head parser returns: the head's length and the message, once complete.

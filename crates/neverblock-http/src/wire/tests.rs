@@ -522,3 +522,37 @@ fn a_short_body_goes_out_with_its_head_and_a_long_one_after_it() {
     let expected = [[head_bytes(5), b"short".to_vec()].concat(), head_bytes(long.len()), long, head_bytes(0)];
     assert_eq!(conn.get_ref().writes, expected);
 }
+
+#[test]
+fn field_names_match_in_any_case_and_only_their_own() {
+    for name in ["content-length", "Content-Length", "CONTENT-LENGTH", "cOnTeNt-LeNgTh"] {
+        assert!(is_named(name.as_bytes(), b"content-length"), "{name}");
+    }
+    for name in ["content-lengths", "content_length", "content.length", "content-lengt", "kontent-length"] {
+        assert!(!is_named(name.as_bytes(), b"content-length"), "{name:?}");
+    }
+    // Every token character (RFC 9110 §5.6.2) against every letter and `-`: the OR matches
+    // exactly where a case-insensitive comparison does.
+    let tokens = (b'0'..=b'9').chain(b'a'..=b'z').chain(b'A'..=b'Z').chain(*b"!#$%&'*+-.^_`|~");
+    for c in tokens {
+        for l in (b'a'..=b'z').chain([b'-']) {
+            assert_eq!(is_named(&[c], &[l]), c.eq_ignore_ascii_case(&l), "{:?} as {:?}", c as char, l as char);
+        }
+    }
+}
+
+#[test]
+fn content_lengths_are_plain_decimals_that_fit() {
+    let cases: [(&str, Option<u64>); 7] = [
+        ("0", Some(0)),
+        ("0042", Some(42)),
+        ("18446744073709551615", Some(u64::MAX)),
+        ("18446744073709551616", None),
+        ("", None),
+        ("+1", None),
+        ("1 2", None),
+    ];
+    for (digits, expected) in cases {
+        assert_eq!(decimal(digits.as_bytes()), expected, "{digits:?}");
+    }
+}
