@@ -19,9 +19,17 @@ pub(crate) type PooledConn = Box<BufferedConn<Conn>>;
 /// The hosts a client has sent requests to, by origin (scheme, host, port).
 #[derive(Debug)]
 pub(crate) struct Pool {
-    hosts: Mutex<HashMap<Origin, Arc<Host>>>,
+    hosts: Mutex<Hosts>,
     per_host: usize,
     idle_timeout: Duration,
+}
+
+/// The hosts by origin, and the one found last: a client mostly sends run after
+/// run of requests to one origin, and comparing with it spares hashing the origin.
+#[derive(Debug, Default)]
+struct Hosts {
+    by_origin: HashMap<Origin, Arc<Host>>,
+    last: Option<Arc<Host>>,
 }
 
 /// One origin: its connection slots and its idle connections.
@@ -48,23 +56,33 @@ struct Idle {
 
 impl Pool {
     pub(crate) fn new(per_host: usize, idle_timeout: Duration) -> Pool {
-        Pool { hosts: Mutex::new(HashMap::new()), per_host, idle_timeout }
+        Pool { hosts: Mutex::default(), per_host, idle_timeout }
     }
 
     /// The host for `origin`, made on its first request. A known origin is found by
     /// its borrowed parts: only a host's first request copies its name.
     pub(crate) fn host(&self, origin: OriginRef<'_>) -> Arc<Host> {
         let mut hosts = lock(&self.hosts);
-        if let Some(host) = hosts.get(&origin as &dyn Key) {
-            return host.clone();
+        if let Some(last) = hosts.last.as_ref().filter(|last| last.origin.parts() == origin) {
+            return last.clone();
         }
+        let host = match hosts.by_origin.get(&origin as &dyn Key) {
+            Some(host) => host.clone(),
+            None => self.add(&mut hosts.by_origin, origin),
+        };
+        hosts.last = Some(host.clone());
+        host
+    }
+
+    /// Makes the host for `origin`, which `by_origin` does not have, and adds it.
+    fn add(&self, by_origin: &mut HashMap<Origin, Arc<Host>>, origin: OriginRef<'_>) -> Arc<Host> {
         let host = Arc::new(Host {
             origin: origin.to_origin(),
             slots: Semaphore::new(self.per_host),
             idle: Mutex::new(Vec::new()),
             idle_timeout: self.idle_timeout,
         });
-        hosts.insert(host.origin.clone(), host.clone());
+        by_origin.insert(host.origin.clone(), host.clone());
         host
     }
 }
