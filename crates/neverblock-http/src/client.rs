@@ -246,7 +246,7 @@ impl Client {
 
     fn follow(&self, request: &Request, deadline: Option<Instant>) -> Result<Response, Error> {
         let mut url = match &request.parsed {
-            Some(url) => check_scheme(url).map(|()| url.clone())?,
+            Some(url) => url.clone(),
             None => Arc::new(parse(&request.url)?),
         };
         let mut method = request.method.as_str();
@@ -362,7 +362,7 @@ fn set_timeouts(tcp: &TcpStream, timeout: Duration) -> io::Result<()> {
 }
 
 /// Parses an absolute http(s) URL with a host.
-fn parse(url: &str) -> Result<Url, Error> {
+pub(crate) fn parse(url: &str) -> Result<Url, Error> {
     let parsed = Url::parse(url).map_err(|e| Error::new(ErrorKind::InvalidUrl, format!("{url}: {e}")))?;
     check_scheme(&parsed)?;
     Ok(parsed)

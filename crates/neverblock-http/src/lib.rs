@@ -93,8 +93,8 @@ fn default_client() -> &'static Client {
 pub struct Request {
     method: String,
     url: String,
-    /// `url` parsed once, so a request sent many times is parsed once (`None`: invalid, reported when sent);
-    /// shared with the responses it answers.
+    /// `url` parsed and checked (http or https, with a host) once, so a request sent many times is
+    /// parsed once (`None`: invalid, reported when sent); shared with the responses it answers.
     parsed: Option<Arc<url::Url>>,
     headers: Vec<(String, String)>,
     body: Vec<u8>,
@@ -104,7 +104,7 @@ impl Request {
     /// A request with no extra headers and no body.
     pub fn new(method: impl Into<String>, url: impl Into<String>) -> Request {
         let url = url.into();
-        let parsed = url::Url::parse(&url).ok().map(Arc::new);
+        let parsed = client::parse(&url).ok().map(Arc::new);
         Request { method: method.into(), url, parsed, headers: Vec::new(), body: Vec::new() }
     }
 
