@@ -5,7 +5,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use neverblock::sync::{bounded, local};
+use neverblock::sync::bounded;
 use serde_json::json;
 
 use super::{peers, report, status_bytes, Common, Row};
@@ -87,53 +87,38 @@ pub(crate) fn spawn_join(args: SpawnJoinArgs) -> anyhow::Result<()> {
 
 pub(crate) fn ping_pong(args: PingPongArgs) -> anyhow::Result<()> {
     let n = args.n;
-    let local = neverblock::run(move || {
-        rounds(n / 10, || local::bounded(0), |tx, v| tx.send(v).is_ok(), |rx| rx.recv().ok());
-        rounds(n, || local::bounded(0), |tx, v| tx.send(v).is_ok(), |rx| rx.recv().ok())
+    let elapsed = neverblock::run(move || {
+        let once = |rounds: usize| {
+            let (ping_tx, ping_rx) = bounded::<usize>(0);
+            let (pong_tx, pong_rx) = bounded::<usize>(0);
+            let echo = neverblock::spawn(move || {
+                while let Ok(v) = ping_rx.recv() {
+                    pong_tx.send(v + 1).expect("the driver waits");
+                }
+            });
+            let start = Instant::now();
+            let mut v = 0;
+            for _ in 0..rounds {
+                ping_tx.send(v).expect("the echo fiber waits");
+                v = pong_rx.recv().expect("the echo fiber answers");
+            }
+            let elapsed = start.elapsed();
+            drop(ping_tx);
+            echo.join().expect("no panic");
+            assert_eq!(v, rounds);
+            elapsed
+        };
+        once(n / 10);
+        once(n)
     });
-    let shared = neverblock::run(move || {
-        rounds(n / 10, || bounded(0), |tx, v| tx.send(v).is_ok(), |rx| rx.recv().ok());
-        rounds(n, || bounded(0), |tx, v| tx.send(v).is_ok(), |rx| rx.recv().ok())
-    });
-    let row = |implementation: &str, elapsed: Duration| {
-        Row::new("channel-ping-pong", implementation, json!({"n": n}))
-            .metric("total_s", elapsed.as_secs_f64())
-            .metric("round_trip_ns", elapsed.as_secs_f64() * 1e9 / n as f64)
-    };
-    let mut rows = vec![row("neverblock", local), row("neverblock-sync", shared)];
+    let mut rows = vec![Row::new("channel-ping-pong", "neverblock", json!({"n": n}))
+        .metric("total_s", elapsed.as_secs_f64())
+        .metric("round_trip_ns", elapsed.as_secs_f64() * 1e9 / n as f64)];
     if args.common.peers {
         rows.extend(peers::run_go("channel-ping-pong", &[("n", n.to_string())]));
     }
     report::print(rows, "round_trip_ns", args.common.json);
     Ok(())
-}
-
-/// Times `n` round trips between this fiber and an echo fiber over two
-/// rendezvous channels made by `make`.
-fn rounds<S: 'static, R: 'static>(
-    n: usize,
-    make: impl Fn() -> (S, R),
-    send: fn(&S, usize) -> bool,
-    recv: fn(&R) -> Option<usize>,
-) -> Duration {
-    let (ping_tx, ping_rx) = make();
-    let (pong_tx, pong_rx) = make();
-    let echo = neverblock::spawn(move || {
-        while let Some(v) = recv(&ping_rx) {
-            assert!(send(&pong_tx, v + 1), "the driver waits");
-        }
-    });
-    let start = Instant::now();
-    let mut v = 0;
-    for _ in 0..n {
-        assert!(send(&ping_tx, v), "the echo fiber waits");
-        v = recv(&pong_rx).expect("the echo fiber answers");
-    }
-    let elapsed = start.elapsed();
-    drop(ping_tx);
-    echo.join().expect("no panic");
-    assert_eq!(v, n);
-    elapsed
 }
 
 pub(crate) fn sleepers(args: SleepersArgs) -> anyhow::Result<()> {

@@ -10,6 +10,7 @@ pub(crate) mod timer;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -39,6 +40,31 @@ struct Readiness {
     writers: Vec<Wake>,
 }
 
+/// Registered fds by number, hashed by [`FdHasher`].
+type FdMap<V> = HashMap<RawFd, V, BuildHasherDefault<FdHasher>>;
+
+/// Hashes an fd with one multiply (Fibonacci hashing): fds are small numbers the
+/// kernel hands out, which no one can choose to collide, so SipHash's defence
+/// against chosen keys buys nothing on this path, taken on every fd wait.
+#[derive(Default)]
+struct FdHasher(u64);
+
+impl Hasher for FdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_i32(&mut self, fd: i32) {
+        self.0 = u64::from(fd as u32);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+    }
+}
+
 /// One thread's poller, timers and fd readiness.
 pub(crate) struct Reactor {
     /// Unique in the process, so an fd can tell whether it is registered with this reactor.
@@ -46,7 +72,7 @@ pub(crate) struct Reactor {
     poller: Poller,
     waker: Arc<Waker>,
     timers: RefCell<TimerQueue<Wake>>,
-    fds: RefCell<HashMap<RawFd, Readiness>>,
+    fds: RefCell<FdMap<Readiness>>,
     /// Tasks waiting in `fds`, so the loop can ask without scanning every fd.
     fd_waiters: Cell<usize>,
     events: RefCell<Vec<Event>>,
@@ -76,7 +102,7 @@ impl Reactor {
             poller,
             waker,
             timers: RefCell::new(TimerQueue::new()),
-            fds: RefCell::new(HashMap::new()),
+            fds: RefCell::new(FdMap::default()),
             fd_waiters: Cell::new(0),
             events: RefCell::new(Vec::new()),
         })
@@ -261,5 +287,16 @@ mod tests {
         assert!(reactor.has_fd_waiters(), "another task's wait is not this one's to take back");
         reactor.unwait(fd, Interest::READABLE, 7);
         assert!(!reactor.has_fd_waiters(), "the wait was taken back");
+    }
+
+    #[test]
+    fn fd_hashes_spread_over_the_buckets_a_map_uses() {
+        use std::hash::BuildHasher;
+        let hasher = BuildHasherDefault::<FdHasher>::default();
+        // hashbrown picks a bucket from the low bits and a tag from the top 7.
+        let buckets: std::collections::HashSet<u64> = (0..1024).map(|fd: RawFd| hasher.hash_one(fd) & 1023).collect();
+        assert_eq!(buckets.len(), 1024, "1024 consecutive fds take 1024 distinct buckets");
+        let tags: std::collections::HashSet<u64> = (0..1024).map(|fd: RawFd| hasher.hash_one(fd) >> 57).collect();
+        assert!(tags.len() > 100, "the tags vary too: {}", tags.len());
     }
 }

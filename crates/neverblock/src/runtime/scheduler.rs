@@ -115,19 +115,14 @@ pub(crate) fn current() -> Option<Rc<Scheduler>> {
 /// Wakes a task of the runtime `scheduler`: directly on its own thread, through
 /// its remote queue from any other (nothing, if that runtime has ended).
 pub(crate) fn wake_on(scheduler: u64, wake: Wake) {
-    if !wake_here(scheduler, wake) {
+    let woken_here = CONTEXT
+        .try_with(|c| c.borrow().as_ref().filter(|s| s.id() == scheduler).map(|s| s.wake(wake)).is_some())
+        .unwrap_or(false);
+    if !woken_here {
         if let Some(remote) = super::remote::find(scheduler) {
             remote.send(Box::new(move |s| s.wake(wake)));
         }
     }
-}
-
-/// Wakes a task of the runtime `scheduler` if that runtime runs on this thread;
-/// false if it does not.
-pub(crate) fn wake_here(scheduler: u64, wake: Wake) -> bool {
-    CONTEXT
-        .try_with(|c| c.borrow().as_ref().filter(|s| s.id() == scheduler).map(|s| s.wake(wake)).is_some())
-        .unwrap_or(false)
 }
 
 impl Scheduler {
@@ -473,16 +468,16 @@ impl Scheduler {
     /// Leaves the innermost `timeout` scope; returns whether its deadline passed.
     pub(crate) fn pop_deadline(&self) -> bool {
         let id = self.current.get().expect("timeout is called from a task");
+        let now = Instant::now();
         let (deadline, key) = self
             .with_task(id, |task| {
                 let (deadline, key) = task.deadlines.pop().expect("scopes are balanced");
-                let now = Instant::now();
                 task.timed_out = task.deadlines.iter().any(|(d, _)| *d <= now);
                 (deadline, key)
             })
             .expect("the running task is registered");
         self.reactor.cancel_timer(key);
-        deadline <= Instant::now()
+        deadline <= now
     }
 
     /// Runs tasks until `main` has finished.

@@ -8,7 +8,6 @@
 //! wakes waiters in arrival order.
 
 mod channel;
-pub mod local;
 mod mutex;
 mod notify;
 mod oneshot;

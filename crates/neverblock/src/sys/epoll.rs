@@ -11,6 +11,7 @@
 //! turns into a busy poll.
 
 use std::io;
+use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
@@ -125,11 +126,14 @@ impl Poller {
         events.clear();
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let mut ms = timeout.map_or(-1, timeout_ms);
-        let mut buf = [libc::epoll_event { events: 0, u64: 0 }; MAX_EVENTS];
+        // Left uninitialised: the kernel writes the entries it reports, and only those are read.
+        let mut buf = [const { MaybeUninit::<libc::epoll_event>::uninit() }; MAX_EVENTS];
         let ready = loop {
             // SAFETY: `buf` is a writable array of MAX_EVENTS epoll_events that outlives the call,
             // and the kernel writes at most `maxevents` = MAX_EVENTS entries into it.
-            let n = unsafe { libc::epoll_wait(self.epfd.as_raw_fd(), buf.as_mut_ptr(), MAX_EVENTS as libc::c_int, ms) };
+            let n = unsafe {
+                libc::epoll_wait(self.epfd.as_raw_fd(), buf.as_mut_ptr().cast(), MAX_EVENTS as libc::c_int, ms)
+            };
             match cvt(n) {
                 Ok(n) => break n as usize,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {
@@ -141,7 +145,8 @@ impl Poller {
                 Err(e) => return Err(e),
             }
         };
-        events.extend(buf[..ready].iter().map(Event::from_raw));
+        // SAFETY: `epoll_wait` returned `ready`, so it wrote the first `ready` entries.
+        events.extend(buf[..ready].iter().map(|raw| Event::from_raw(unsafe { raw.assume_init_ref() })));
         Ok(ready)
     }
 }

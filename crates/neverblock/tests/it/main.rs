@@ -3,7 +3,6 @@
 mod fiber_drop;
 mod fiber_rules;
 mod fiber_values;
-mod local_channel;
 mod mri;
 mod net;
 mod pool;
