@@ -18,7 +18,7 @@ use neverblock_http::{Client, Request};
 
 use crate::histogram::Histogram;
 
-/// How many request numbers a thread claims from the shared counter at once.
+/// At most how many request numbers a thread claims from the shared counter at once.
 const BATCH: usize = 64;
 
 /// What to send.
@@ -77,20 +77,25 @@ struct Tally {
 struct Claims {
     next: Arc<AtomicUsize>,
     total: usize,
+    size: usize,
     batch: Cell<Range<usize>>,
 }
 
 impl Claims {
-    fn new(next: Arc<AtomicUsize>, total: usize) -> Claims {
-        Claims { next, total, batch: Cell::new(0..0) }
+    /// Claims of `total` requests shared by `fibers` fibers over all threads. A
+    /// batch is at most one request per fiber's share: numbers a thread holds
+    /// while all its fibers are busy would otherwise wait for them while another
+    /// thread's fibers are idle (1000 requests on 1000 fibers take one each).
+    fn new(next: Arc<AtomicUsize>, total: usize, fibers: usize) -> Claims {
+        Claims { next, total, size: (total / fibers.max(1)).clamp(1, BATCH), batch: Cell::new(0..0) }
     }
 
     /// Claims the next request; false once every request has been claimed.
     fn claim(&self) -> bool {
         let mut batch = self.batch.take();
         if batch.is_empty() {
-            let start = self.next.fetch_add(BATCH, Ordering::Relaxed);
-            batch = start.min(self.total)..(start + BATCH).min(self.total);
+            let start = self.next.fetch_add(self.size, Ordering::Relaxed);
+            batch = start.min(self.total)..(start + self.size).min(self.total);
         }
         let claimed = batch.next().is_some();
         self.batch.set(batch);
@@ -119,7 +124,7 @@ pub(crate) fn run(load: Load) -> anyhow::Result<Outcome> {
                         let (next, total) = (next.clone(), load.requests);
                         neverblock::spawn(move || report_progress(&next, total, started))
                     });
-                    let tally = run_thread(&client, Claims::new(next, load.requests), &load, fibers);
+                    let tally = run_thread(&client, Claims::new(next, load.requests, load.concurrency), &load, fibers);
                     if let Some(progress) = progress {
                         progress.cancel();
                     }

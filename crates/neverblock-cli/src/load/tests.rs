@@ -6,7 +6,7 @@ use super::*;
 fn threads_claiming_in_batches_claim_every_request_once() {
     for total in [0, 1, BATCH - 1, BATCH, BATCH + 1, 10 * BATCH + 7] {
         let next = Arc::new(AtomicUsize::new(0));
-        let threads = [Claims::new(next.clone(), total), Claims::new(next.clone(), total)];
+        let threads = [Claims::new(next.clone(), total, 2), Claims::new(next.clone(), total, 2)];
         let mut claimed = 0;
         // The threads take turns, three claims each, until neither gets one.
         loop {
@@ -18,4 +18,17 @@ fn threads_claiming_in_batches_claim_every_request_once() {
         }
         assert_eq!(claimed, total);
     }
+}
+
+#[test]
+fn with_a_fiber_per_request_each_claim_is_one_request() {
+    let next = Arc::new(AtomicUsize::new(0));
+    let (a, b) = (Claims::new(next.clone(), 1000, 1000), Claims::new(next.clone(), 1000, 1000));
+    assert!(a.claim());
+    assert_eq!(next.load(Ordering::Relaxed), 1, "no numbers held back for a thread's busy fibers");
+    assert!(b.claim());
+    assert_eq!(next.load(Ordering::Relaxed), 2);
+    let many = Claims::new(Arc::new(AtomicUsize::new(0)), 500_000, 100);
+    assert!(many.claim());
+    assert_eq!(many.next.load(Ordering::Relaxed), BATCH, "a long run still claims in full batches");
 }
