@@ -83,13 +83,55 @@ pub(crate) fn park_on_fd(s: &Scheduler, fd: RawFd, interest: Interest, deadline:
         }
     }
     let mut unwait = Unwait { s, fd, interest, task: s.current_task() };
-    let park = || s.park_unless(|wake| s.reactor.wait_fd(fd, interest, wake));
+    let register = |wake| s.reactor.wait_fd(fd, interest, wake);
     let woken = match deadline {
-        None => park(),
-        Some(deadline) => crate::runtime::timeout_at(deadline, park).unwrap_or(Woken::TimedOut),
+        None => s.park_unless(register),
+        Some(deadline) => s.park_unless_until(register, deadline),
     };
     if woken == Woken::Ready {
         unwait.task = None;
     }
     woken
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::time::Duration;
+
+    use crate::net::UnixStream;
+    use crate::runtime::scheduler;
+
+    fn timers_pending() -> bool {
+        scheduler::current().expect("inside run").reactor.has_timers()
+    }
+
+    #[test]
+    fn a_socket_wait_under_a_timeout_leaves_no_timer_however_it_ends() {
+        crate::run(|| {
+            let (mut a, mut b) = UnixStream::pair().unwrap();
+            a.set_read_timeout(Some(Duration::from_secs(3600))).unwrap();
+            let writer = crate::spawn(move || {
+                crate::yield_now();
+                b.write_all(b"x").unwrap();
+                b
+            });
+            let mut byte = [0];
+            assert_eq!(a.read(&mut byte).unwrap(), 1, "the read parked, then the data came");
+            assert!(!timers_pending(), "readiness ended the wait: its timer is gone");
+
+            a.set_read_timeout(Some(Duration::from_millis(5))).unwrap();
+            let err = a.read(&mut byte).unwrap_err();
+            assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
+            assert!(!timers_pending(), "the timer that ended the wait is gone");
+
+            a.set_read_timeout(Some(Duration::from_secs(3600))).unwrap();
+            let reader = crate::spawn(move || a.read(&mut [0]).map(|_| ()));
+            crate::yield_now();
+            reader.cancel();
+            assert!(reader.join().is_err(), "cancelled while parked");
+            assert!(!timers_pending(), "a cancelled wait takes its timer back");
+            drop(writer.join().unwrap());
+        });
+    }
 }

@@ -118,8 +118,9 @@ impl Reactor {
         self.timers.borrow_mut().insert(deadline, wake)
     }
 
-    pub(crate) fn cancel_timer(&self, key: TimerKey) {
-        self.timers.borrow_mut().cancel(key);
+    /// Takes back the timer `key`; false if it had already fired.
+    pub(crate) fn cancel_timer(&self, key: TimerKey) -> bool {
+        self.timers.borrow_mut().cancel(key).is_some()
     }
 
     pub(crate) fn has_timers(&self) -> bool {

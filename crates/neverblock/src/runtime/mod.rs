@@ -283,7 +283,7 @@ pub fn timeout<T>(duration: Duration, f: impl FnOnce() -> T) -> Result<T, Elapse
 }
 
 /// [`timeout`] with its deadline given as an instant.
-pub(crate) fn timeout_at<T>(deadline: Instant, f: impl FnOnce() -> T) -> Result<T, Elapsed> {
+fn timeout_at<T>(deadline: Instant, f: impl FnOnce() -> T) -> Result<T, Elapsed> {
     let Some(s) = scheduler::in_task() else {
         let value = f();
         return if Instant::now() > deadline { Err(Elapsed) } else { Ok(value) };

@@ -217,6 +217,39 @@ impl Scheduler {
         self.park_inner(register, true)
     }
 
+    /// Like [`park_unless`](Self::park_unless), ending at `deadline` too (then
+    /// `TimedOut`): one timer entry that wakes this park alone, taken back when the
+    /// park ends. No `timeout` scope, so no clock read.
+    pub(crate) fn park_unless_until(&self, register: impl FnOnce(Wake) -> bool, deadline: Instant) -> Woken {
+        /// Takes the timer back however the park ends (also on a cancellation's unwind).
+        struct Timer<'a>(&'a Reactor, Option<TimerKey>);
+        impl Drop for Timer<'_> {
+            fn drop(&mut self) {
+                if let Some(key) = self.1.take() {
+                    self.0.cancel_timer(key);
+                }
+            }
+        }
+        let mut timer = Timer(&self.reactor, None);
+        let woken = self.park_inner(
+            |wake| {
+                if register(wake) {
+                    return true;
+                }
+                timer.1 = Some(self.reactor.add_timer(deadline, wake));
+                false
+            },
+            true,
+        );
+        let Some(key) = timer.1.take() else { return woken };
+        let fired = !self.reactor.cancel_timer(key);
+        if fired {
+            Woken::TimedOut
+        } else {
+            woken
+        }
+    }
+
     /// Like [`park`](Self::park), for a wake that may come from another thread; when
     /// not `interruptible`, an expired `timeout` scope does not end it (for waits on
     /// work that cannot be abandoned, such as a blocking-pool job).
