@@ -236,13 +236,10 @@ pub fn sleep_until(deadline: Instant) {
         std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
         return;
     };
+    // Ends when the timer fires or an enclosing `timeout` expires (both `TimedOut`);
+    // a spurious wake-up parks again.
     while Instant::now() < deadline {
-        let mut key = None;
-        let woken = s.park(|wake| key = Some(s.reactor.add_timer(deadline, wake)));
-        if woken == Woken::TimedOut {
-            if let Some(key) = key {
-                s.reactor.cancel_timer(key);
-            }
+        if s.park_unless_until(|_| false, deadline) == Woken::TimedOut {
             return;
         }
     }
@@ -331,4 +328,21 @@ pub fn current_task_id() -> Option<u64> {
 pub fn current_task_name() -> Option<String> {
     let s = scheduler::in_task()?;
     s.task_name(s.current_task()?).map(|n| n.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    #[test]
+    fn a_cancelled_sleep_takes_its_timer_back() {
+        crate::run(|| {
+            let sleeper = crate::spawn(|| crate::sleep(Duration::from_secs(3600)));
+            crate::yield_now();
+            sleeper.cancel();
+            assert!(sleeper.join().is_err(), "cancelled while asleep");
+            let s = super::scheduler::current().expect("inside run");
+            assert!(!s.reactor.has_timers(), "no timer is left to hold the loop awake");
+        });
+    }
 }
