@@ -82,12 +82,15 @@ struct Claims {
 }
 
 impl Claims {
-    /// Claims of `total` requests shared by `fibers` fibers over all threads. A
-    /// batch is at most one request per fiber's share: numbers a thread holds
-    /// while all its fibers are busy would otherwise wait for them while another
-    /// thread's fibers are idle (1000 requests on 1000 fibers take one each).
-    fn new(next: Arc<AtomicUsize>, total: usize, fibers: usize) -> Claims {
-        Claims { next, total, size: (total / fibers.max(1)).clamp(1, BATCH), batch: Cell::new(0..0) }
+    /// Claims of `total` requests shared by `fibers` fibers over all threads, for a
+    /// thread running `here` of them. A batch is at most one request per fiber's
+    /// share and one per fiber of this thread: numbers a thread holds while all its
+    /// fibers are busy would otherwise wait for them while another thread's fibers
+    /// are idle (1000 requests on 1000 fibers take one each; one fiber per thread
+    /// claims one at a time).
+    fn new(next: Arc<AtomicUsize>, total: usize, fibers: usize, here: usize) -> Claims {
+        let size = (total / fibers.max(1)).min(here).clamp(1, BATCH);
+        Claims { next, total, size, batch: Cell::new(0..0) }
     }
 
     /// Claims the next request; false once every request has been claimed.
@@ -124,7 +127,8 @@ pub(crate) fn run(load: Load) -> anyhow::Result<Outcome> {
                         let (next, total) = (next.clone(), load.requests);
                         neverblock::spawn(move || report_progress(&next, total, started))
                     });
-                    let tally = run_thread(&client, Claims::new(next, load.requests, load.concurrency), &load, fibers);
+                    let tally =
+                        run_thread(&client, Claims::new(next, load.requests, load.concurrency, fibers), &load, fibers);
                     if let Some(progress) = progress {
                         progress.cancel();
                     }
@@ -186,9 +190,9 @@ fn work(client: &Client, claims: &Claims, tally: &RefCell<Tally>, load: &Load) {
 fn report_progress(next: &AtomicUsize, total: usize, started: Instant) {
     loop {
         neverblock::sleep(Duration::from_secs(1));
-        let sent = next.load(Ordering::Relaxed).min(total);
-        let rate = sent as f64 / started.elapsed().as_secs_f64();
-        eprint!("\r{sent}/{total} requests sent, {rate:.0}/s   ");
+        let claimed = next.load(Ordering::Relaxed).min(total);
+        let rate = claimed as f64 / started.elapsed().as_secs_f64();
+        eprint!("\r{claimed}/{total} requests claimed, {rate:.0}/s   ");
     }
 }
 

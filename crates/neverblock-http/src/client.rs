@@ -1,10 +1,8 @@
 //! The client: requests, redirects, timeouts and the stale-connection retry.
 
-use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use neverblock::net::TcpStream;
 use rustls::ClientConfig;
 use url::Url;
 
@@ -326,8 +324,9 @@ impl Client {
         deadline: Option<Instant>,
     ) -> Result<Response, Attempt> {
         let timeout = bound(self.inner.read_timeout, deadline);
-        set_timeouts(conn.get_ref().tcp(), timeout)
-            .map_err(|e| Attempt::Failed(Error::io("set socket timeouts", e)))?;
+        let tcp = conn.get_ref().tcp();
+        let set = tcp.set_read_timeout(Some(timeout)).and_then(|()| tcp.set_write_timeout(Some(timeout)));
+        set.map_err(|e| Attempt::Failed(Error::io("set socket timeouts", e)))?;
         if let Err(e) = conn.send_request(head, body) {
             return Err(match e.kind() {
                 _ if wire::is_disconnect(&e) => {
@@ -349,16 +348,6 @@ impl Client {
             }
         }
     }
-}
-
-/// Sets `tcp`'s read and write timeouts (always set together) unless they are set
-/// already: a reused connection of a client without a total timeout keeps its own.
-fn set_timeouts(tcp: &TcpStream, timeout: Duration) -> io::Result<()> {
-    if tcp.read_timeout()? == Some(timeout) {
-        return Ok(());
-    }
-    tcp.set_read_timeout(Some(timeout))?;
-    tcp.set_write_timeout(Some(timeout))
 }
 
 /// Parses an absolute http(s) URL with a host.

@@ -394,6 +394,7 @@ impl<'a> Rules<'a> {
 /// makes no other token character a letter or `-`: one OR a byte, not `eq_ignore_ascii_case`'s two
 /// conversions.
 fn is_named(name: &[u8], lower: &[u8]) -> bool {
+    debug_assert!(lower.iter().all(|&b| b.is_ascii_lowercase() || b == b'-'), "{lower:?}");
     name.len() == lower.len() && name.iter().zip(lower).all(|(&n, &l)| n | 0x20 == l)
 }
 

@@ -33,3 +33,12 @@ fn percentiles_rank_like_a_sorted_list_within_a_256th() {
     assert_eq!(histogram.percentile(100.0), Some(Duration::from_micros(7000)), "the largest, exactly");
     assert_eq!(Histogram::default().percentile(50.0), None);
 }
+
+#[test]
+fn below_256_ns_percentiles_are_exact_ranks() {
+    let mut histogram = Histogram::default();
+    (0..100).for_each(|nanos| histogram.record(Duration::from_nanos(nanos)));
+    for (p, nanos) in [(0.0, 0), (50.0, 50), (90.0, 89), (99.0, 98), (100.0, 99)] {
+        assert_eq!(histogram.percentile(p), Some(Duration::from_nanos(nanos)), "p{p}");
+    }
+}
