@@ -35,9 +35,9 @@
 //! **Invariant:** a fiber belongs to the thread that created it and runs only
 //! there: `Fiber` is `!Send` (checked at compile time), and so are the stacks.
 //!
-//! **Invariant:** every fiber is resumed by the fiber manager loop on the root
-//! fiber's stack; a fiber switching to another suspends to that loop naming its
-//! successor (the FiberManager of TruffleRuby's fibres). See `switch.rs`.
+//! **Invariant:** every switch goes straight from the running fiber to its target
+//! (one saved stack pointer each, `context.rs`); fibers never run nested on each
+//! other's stacks, so `transfer` can reach any suspended fiber. See `switch.rs`.
 //!
 //! # Values: `Fiber<T>`
 //!
@@ -84,6 +84,8 @@
 //! assert_eq!(squares.resume(4).unwrap(), 16);
 //! ```
 
+#[allow(unsafe_code)]
+mod context;
 mod error;
 mod local;
 mod rules;

@@ -20,7 +20,6 @@
 use std::cell::RefCell;
 use std::fmt;
 use std::io;
-use std::num::NonZeroUsize;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
@@ -170,10 +169,13 @@ static MAPPINGS: AtomicUsize = AtomicUsize::new(0);
 /// Guarded stacks whose guard page split their chunk (`mprotect`), process-wide.
 static SPLIT_STACKS: AtomicUsize = AtomicUsize::new(0);
 
+/// The smallest stack handed out: a page for the first frames and then some.
+const MIN_STACK_SIZE: usize = 4096;
+
 /// Takes a stack of `size` usable bytes from this thread's pool.
 pub(crate) fn allocate(size: usize, guard: GuardKind) -> Result<PooledStack, StackError> {
     let page = memory::page_size();
-    let size = size.max(corosensei::stack::MIN_STACK_SIZE).next_multiple_of(page);
+    let size = size.max(MIN_STACK_SIZE).next_multiple_of(page);
     let pool = POOLS.with(|pools| {
         let mut pools = pools.borrow_mut();
         if let Some(pool) = pools.iter().find(|p| p.size == size && p.guard == guard) {
@@ -201,21 +203,15 @@ impl fmt::Debug for PooledStack {
     }
 }
 
-// SAFETY: `low..high` is a slot carved by `Pool::take`: a guard page at `low`
-// (installed before the slot was first handed out, and never removed while the
-// chunk is mapped) followed by `high - low - page >= MIN_STACK_SIZE` usable bytes.
-// Both ends are page aligned, hence aligned to STACK_ALIGNMENT. The slot is owned by
-// this value alone until `Drop` returns it to the pool, and the chunk stays mapped
-// while the pool lives, which `self.pool` guarantees.
-unsafe impl corosensei::stack::Stack for PooledStack {
-    #[inline]
-    fn base(&self) -> NonZeroUsize {
-        NonZeroUsize::new(self.high).expect("a mapped stack is never at address 0")
+impl PooledStack {
+    /// The high end of the stack (stacks grow down from here), page aligned.
+    pub(crate) fn base(&self) -> usize {
+        self.high
     }
 
-    #[inline]
-    fn limit(&self) -> NonZeroUsize {
-        NonZeroUsize::new(self.low).expect("a mapped stack is never at address 0")
+    /// The low end of the usable stack, just above its guard page.
+    pub(crate) fn limit(&self) -> usize {
+        self.low + self.pool.page
     }
 }
 

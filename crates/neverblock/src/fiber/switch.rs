@@ -1,12 +1,11 @@
 //! The switch: how control and a value pass from one fiber to another.
 //!
-//! Following the FiberManager design of TruffleRuby's fibres, every fiber's
-//! coroutine is resumed by one loop, [`drive`], running on the root fiber's
-//! (the thread's own) stack. A fiber that resumes, transfers to or yields to
-//! another suspends itself to that loop, naming the fiber to run next; the loop
-//! resumes it. Symmetric `transfer` thus needs nothing from the coroutine library
-//! beyond `resume`/`suspend`, and a switch to or from the root costs one context
-//! switch, between two fibers two.
+//! Every switch goes straight from the running fiber to its target through
+//! [`context::switch`](super::context::switch): Ruby's `resume`, `yield` and
+//! `transfer`, and the scheduler's own switch alike. The fiber that runs is
+//! owned by the thread's `State` (one strong count, handed over with control);
+//! a suspended fiber is owned by its handles and by the links of other fibers,
+//! and when the last one goes its stack is unwound (see `Drop for Core`).
 //!
 //! Values travel without boxing: the sender leaves the value in an `Option<T>`
 //! on its own stack, posts a [`Parcel`] naming its address and type, and
@@ -19,41 +18,32 @@
 //! destructors, so each access is one load from the thread pointer.
 
 use std::any::{type_name, TypeId};
-use std::cell::{Cell, RefCell, UnsafeCell};
+use std::cell::{Cell, RefCell};
 use std::panic::{self, AssertUnwindSafe};
 use std::rc::Rc;
 
-use corosensei::{Coroutine, CoroutineResult, Yielder};
-
+use super::context::{self, Context};
 use super::error::{FiberError, PanicPayload, TypeMismatch};
 use super::local::Inherited;
 use super::rules::View;
 use super::stack::PooledStack;
 
-/// A fiber's coroutine: it is resumed with `cancel` (true only when a suspended
-/// fiber is dropped) and suspends naming the fiber to run next.
-type Body = Coroutine<bool, Rc<Core>, (), PooledStack>;
-
 /// The panic payload that unwinds a dropped fiber's stack; the fiber's own root
-/// catches it, so its coroutine then completes normally.
+/// catches it, and the fiber then switches back to the one that dropped it.
 struct Cancelled;
 
 /// The untyped state of one fiber, shared by its handles and the links of other fibers.
 pub(crate) struct Core {
     id: u64,
-    /// `None` for the root fiber, and for a fiber once it has finished.
+    /// Where the fiber continues when switched to (and, before it starts, its body).
+    /// Declared before `stack`: a body that never ran is dropped while its stack is there.
+    context: Context,
+    /// The fiber's stack: `None` for the root, and once a finished fiber is reaped.
     ///
     /// # Invariant
-    /// Accessed only by `drive` (while it runs this fiber), `reap` (once the fiber
-    /// is dead, so not running) and `Drop` (no handle left, so not running): never
-    /// two at once, which is what a `RefCell` would check on every switch.
-    body: UnsafeCell<Option<Body>>,
-    /// Set by the fiber itself when it starts; valid while its body runs.
-    ///
-    /// # Invariant
-    /// Dereferenced only by the fiber itself, on its own stack, where the
-    /// `Yielder` corosensei passed to the body lives until the body returns.
-    yielder: Cell<*const Yielder<bool, Rc<Core>>>,
+    /// Taken only when the fiber will never run again: by `reap`, once it has
+    /// finished and switched away for good, and by `Drop`.
+    stack: Cell<Option<PooledStack>>,
     status: Cell<Status>,
     /// The fiber that resumed this one and waits for it to yield or finish. Strong:
     /// the resumer may have no other owner while it waits.
@@ -86,29 +76,53 @@ struct Parcel {
     type_id: TypeId,
     slot: *mut (),
     type_name: fn() -> &'static str,
+    /// Drops the value in `slot` where it lies (when the receiver refuses its type).
+    discard: unsafe fn(*mut ()),
 }
 
-const NO_PARCEL: Parcel =
-    Parcel { type_id: TypeId::of::<()>(), slot: std::ptr::null_mut(), type_name: type_name::<()> };
+const NO_PARCEL: Parcel = Parcel {
+    type_id: TypeId::of::<()>(),
+    slot: std::ptr::null_mut(),
+    type_name: type_name::<()>,
+    discard: discard::<()>,
+};
+
+/// Drops the `Option<T>` at `slot` in place, leaving `None`.
+///
+/// # Safety
+///
+/// `slot` points to a live `Option<T>` nobody else is using.
+unsafe fn discard<T>(slot: *mut ()) {
+    // SAFETY: guaranteed by the caller.
+    drop(unsafe { (*slot.cast::<Option<T>>()).take() });
+}
 
 /// The fiber state of one thread. `const`-initialised and without a destructor,
 /// so its memory lives as long as the thread; each operation fetches it once.
 struct State {
-    /// The running fiber.
+    /// The running fiber, from `Rc::into_raw`: `State` owns one strong count of it,
+    /// handed to the next fiber's owner at each switch.
     ///
     /// # Invariant
-    /// Null until the root is made, then always a live `Core`: the root (owned by
-    /// `root` until the thread exits) or the fiber `drive` is running (owned by
-    /// `drive`'s `next` for as long as it runs).
+    /// Null until the root is made, then always a live `Core`.
     current: Cell<*const Core>,
     /// The root fiber, from `Rc::into_raw`; freed by `RootOwner` when the thread exits.
     root: Cell<*const Core>,
     parcel: Cell<Parcel>,
+    /// The strong count of the fiber that switched away last, from `Rc::into_raw`
+    /// (or null): the fiber it switched to lets it go once it has taken its parcel,
+    /// on its own stack, since dropping a suspended fiber's last handle unwinds it.
+    handed_off: Cell<*const Core>,
     /// A fiber that finished and posted its result, waiting for the receiver to reap
     /// it; from `Rc::into_raw`, or null.
     dead: Cell<*const Core>,
     /// How many dropped fibers are unwinding right now (they may not switch).
     unwinding: Cell<usize>,
+    /// Set by `Drop for Core` just before it switches into the fiber it drops.
+    cancelling: Cell<bool>,
+    /// Where a dropped fiber returns once it has unwound: a context on the stack of
+    /// the `Drop for Core` that cancelled it, or null.
+    cancel_return: Cell<*const Context>,
     next_id: Cell<u64>,
 }
 
@@ -118,8 +132,11 @@ thread_local! {
             current: Cell::new(std::ptr::null()),
             root: Cell::new(std::ptr::null()),
             parcel: Cell::new(NO_PARCEL),
+            handed_off: Cell::new(std::ptr::null()),
             dead: Cell::new(std::ptr::null()),
             unwinding: Cell::new(0),
+            cancelling: Cell::new(false),
+            cancel_return: Cell::new(std::ptr::null()),
             next_id: Cell::new(1),
         }
     };
@@ -155,10 +172,14 @@ impl Drop for RootOwner {
         let _ = STATE.try_with(|st| {
             let root = st.root.replace(std::ptr::null());
             if !root.is_null() {
-                st.current.set(std::ptr::null());
-                // SAFETY: `root` came from `Rc::into_raw` in `make_root`, and this is the one
-                // place that gives that strong count back.
-                drop(unsafe { Rc::from_raw(root) });
+                let current = st.current.replace(std::ptr::null());
+                // SAFETY: `root` and `current` came from `Rc::into_raw` (`make_root`,
+                // `hand_over`), and this is the one place that gives those counts back. The
+                // thread is exiting on its own stack, so the root runs: `current == root`.
+                unsafe {
+                    drop(Rc::from_raw(current));
+                    drop(Rc::from_raw(root));
+                }
             }
         });
     }
@@ -178,9 +199,10 @@ impl State {
 
     #[cold]
     fn make_root(&self) -> *const Core {
-        let root = Rc::into_raw(Rc::new(Core::new(0, None, Status::Started)));
+        let root = Rc::new(Core::new(0, Context::running(), None, Status::Started));
+        self.current.set(Rc::into_raw(root.clone()));
+        let root = Rc::into_raw(root);
         self.root.set(root);
-        self.current.set(root);
         ROOT_OWNER.with(|_| ());
         root
     }
@@ -199,16 +221,15 @@ impl State {
     #[inline(always)]
     fn with_current<R>(&self, f: impl FnOnce(&Core) -> R) -> R {
         // SAFETY: by the invariant of `current`, the pointer is to a live `Core`, and it
-        // stays live during `f`: a fiber cannot be freed while it runs.
+        // stays live during `f`: `State` owns a strong count of it while it runs.
         f(unsafe { &*self.current_ptr() })
     }
 
     /// The running fiber as an owning handle.
     #[inline(always)]
     fn current(&self) -> Rc<Core> {
-        // SAFETY: the pointer is a live `Core` (invariant of `current`) owned by an `Rc`
-        // (the root's from `Rc::into_raw`, a fiber's by `drive`), so adding a strong
-        // count and making a new `Rc` of it is sound.
+        // SAFETY: the pointer is a live `Core` (invariant of `current`) owned by an `Rc`,
+        // so adding a strong count and making a new `Rc` of it is sound.
         unsafe { rc_from_borrowed(self.current_ptr()) }
     }
 
@@ -241,11 +262,11 @@ fn is_set(cell: &Cell<Option<Rc<Core>>>) -> bool {
 }
 
 impl Core {
-    fn new(id: u64, body: Option<Body>, status: Status) -> Core {
+    fn new(id: u64, context: Context, stack: Option<PooledStack>, status: Status) -> Core {
         Core {
             id,
-            body: UnsafeCell::new(body),
-            yielder: Cell::new(std::ptr::null()),
+            context,
+            stack: Cell::new(stack),
             status: Cell::new(status),
             prev: Cell::new(None),
             resuming: Cell::new(std::ptr::null()),
@@ -260,32 +281,31 @@ impl Core {
         inherited: Option<Inherited>,
         body: impl FnOnce(T) -> T + 'static,
     ) -> Rc<Core> {
-        let coroutine = Coroutine::with_stack(stack, move |yielder: &Yielder<bool, Rc<Core>>, _| {
+        let start = move || {
             with_state(|st| {
-                st.with_current(|me| me.yielder.set(yielder));
                 let outcome = receive::<T>(st).and_then(|arg| {
                     panic::catch_unwind(AssertUnwindSafe(move || body(arg)))
                         .map_err(|payload| FiberError::Panicked(PanicPayload::new(payload)))
                 });
-                finish(st, outcome);
+                finish(st, outcome)
             })
-        });
+        };
+        // SAFETY: the stack is this fiber's alone (`PooledStack` is owned), and the core
+        // keeps it until the fiber has switched away for good (invariant of `stack`) and
+        // its context is dropped (declared first, so dropped first).
+        let context = unsafe { Context::new(stack.limit(), stack.base(), start) };
         let (id, inherited) = with_state(|st| {
             st.root_ptr();
             let inherited = inherited.unwrap_or_else(|| st.with_current(|me| me.locals.inherited()));
             (st.next_id.replace(st.next_id.get() + 1), inherited)
         });
-        let core = Core::new(id, Some(coroutine), Status::Created);
+        let core = Core::new(id, context, Some(stack), Status::Created);
         core.locals.extend(inherited);
         Rc::new(core)
     }
 
     pub(crate) fn id(&self) -> u64 {
         self.id
-    }
-
-    fn is_root(&self) -> bool {
-        self.id == 0
     }
 
     /// What the rules need to know of this fiber, seen from the running fiber.
@@ -309,21 +329,25 @@ impl Core {
 
 impl Drop for Core {
     fn drop(&mut self) {
-        let Some(mut body) = self.body.get_mut().take() else { return };
-        if !body.started() || body.done() {
-            return;
+        if self.status.get() != Status::Started || self.id == 0 {
+            return; // never ran (its body drops with `context`), finished, or the root
         }
-        // Suspended: resume it with `cancel`, so it unwinds its stack (running every
-        // destructor on it) and completes. Those destructors may not switch fibers.
-        struct Unwinding;
-        impl Drop for Unwinding {
-            fn drop(&mut self) {
-                let _ = STATE.try_with(|st| st.unwinding.set(st.unwinding.get() - 1));
-            }
-        }
-        let _ = STATE.try_with(|st| st.unwinding.set(st.unwinding.get() + 1));
-        let _unwinding = Unwinding;
-        while let CoroutineResult::Yield(_) = body.resume(true) {}
+        // Suspended (the running fiber is owned by `State`, so it is not this one):
+        // switch into it with `cancelling` set, so it unwinds its stack (running every
+        // destructor on it) and switches back here. Those destructors may not switch.
+        let _ = STATE.try_with(|st| {
+            let back = Context::running();
+            let outer = st.cancel_return.replace(&back);
+            st.unwinding.set(st.unwinding.get() + 1);
+            st.cancelling.set(true);
+            // SAFETY: this code runs on the running fiber's stack, and `self` is not that
+            // fiber (the running one is owned by `State`): it is suspended in a switch of
+            // its own, its stack in place. `back` lives in this frame until the fiber has
+            // unwound and switched to it.
+            unsafe { context::switch(&back, &self.context) };
+            st.unwinding.set(st.unwinding.get() - 1);
+            st.cancel_return.set(outer);
+        });
     }
 }
 
@@ -441,6 +465,7 @@ fn post_value<T: 'static>(st: &State, slot: &mut Option<T>) {
         type_id: TypeId::of::<T>(),
         slot: (slot as *mut Option<T>).cast(),
         type_name: type_name::<T>,
+        discard: discard::<T>,
     });
 }
 
@@ -449,23 +474,29 @@ fn post_error(st: &State, error: FiberError) {
     st.parcel.set(NO_PARCEL);
 }
 
-/// Gives control to `target`: from the root by driving fibers until control comes
-/// back, from a fiber by suspending to the loop that drives it.
+/// Makes `target` the running fiber (`State` takes its strong count) and returns
+/// the one that ran, whose count the caller now holds.
 #[inline(always)]
-fn hand_over(st: &State, target: Rc<Core>) {
+fn make_current(st: &State, target: Rc<Core>) -> *const Core {
     if target.status.get() == Status::Created {
         target.status.set(Status::Started);
+        target.context.started();
     }
-    let yielder = st.with_current(|me| if me.is_root() { None } else { Some(me.yielder.get()) });
-    match yielder {
-        None => drive(st, target),
-        Some(yielder) => {
-            // SAFETY: the running fiber is not the root, and this code runs on its stack, so its
-            // body has started (setting `yielder`) and not returned (the `Yielder` is live).
-            if unsafe { (*yielder).suspend(target) } {
-                cancel();
-            }
-        }
+    st.current.replace(Rc::into_raw(target))
+}
+
+/// Gives control to `target`; returns when some fiber switches back. The switched-to
+/// fiber lets go of this one's strong count once it has taken its parcel (`receive`).
+#[inline(always)]
+fn hand_over(st: &State, target: Rc<Core>) {
+    let me = make_current(st, target);
+    st.handed_off.set(me);
+    // SAFETY: `me` ran until now (this is its stack) and is alive: the strong count in
+    // `handed_off` is let go only by the fiber switched to, after this switch. The new
+    // current fiber is suspended in a switch of its own (or fresh), with its stack.
+    unsafe { context::switch(&(*me).context, &(*st.current.get()).context) };
+    if st.cancelling.replace(false) {
+        cancel();
     }
 }
 
@@ -475,28 +506,8 @@ fn cancel() -> ! {
     panic::resume_unwind(Box::new(Cancelled))
 }
 
-/// The fiber manager: on the root's stack, resumes fibers until one hands control to the root.
-///
-/// **Invariant:** every fiber's coroutine is resumed here and nowhere else, except
-/// by [`reap`] and by the cancel on drop, during which the fiber makes no switch.
-#[inline(always)]
-fn drive(st: &State, mut next: Rc<Core>) {
-    let root = st.root.get();
-    while !next.is_root() {
-        st.current.set(Rc::as_ptr(&next));
-        // SAFETY: by the invariant of `body`, `drive` alone touches it while `next` runs.
-        let body = unsafe { &mut *next.body.get() };
-        let step =
-            body.as_mut().expect("a fiber switched to has passed the rules, so it has not finished").resume(false);
-        next = match step {
-            CoroutineResult::Yield(to) => to,
-            CoroutineResult::Return(()) => unreachable!("a fiber's body returns only when reaped"),
-        };
-    }
-    st.current.set(root);
-}
-
-/// Takes what the switch that woke the calling fiber delivered to it.
+/// Takes what the switch that woke the calling fiber delivered to it, then lets go
+/// of the fiber that switched here and reaps a finished one.
 #[inline(always)]
 fn receive<R: 'static>(st: &State) -> Result<R, FiberError> {
     let parcel = st.parcel.get();
@@ -512,29 +523,34 @@ fn receive<R: 'static>(st: &State) -> Result<R, FiberError> {
             let value = unsafe { (*slot.cast::<Option<R>>()).take() };
             Ok(value.expect("a posted value is taken once"))
         }
-        Parcel { type_name: found, .. } => {
+        Parcel { type_name: found, slot, discard, .. } => {
+            // SAFETY: as above, `slot` is an untouched `Option` of the posted type, which
+            // `discard` was made for. Dropped here, the sender's frame may be abandoned.
+            unsafe { discard(slot) };
             Err(FiberError::TypeMismatch(Box::new(TypeMismatch { expected: type_name::<R>(), found: found() })))
         }
     };
+    let left = st.handed_off.replace(std::ptr::null());
+    if !left.is_null() {
+        // SAFETY: a non-null `handed_off` is a strong count from `hand_over`, given back
+        // once, here, on the stack of the fiber it switched to.
+        drop(unsafe { Rc::from_raw(left) });
+    }
     if !st.dead.get().is_null() {
         reap(st);
     }
     received
 }
 
-/// Lets a fiber that finished return from its body, now that its result is taken;
-/// its stack goes back to the pool.
+/// Gives a fiber that finished its stack back to the pool, now that its result is
+/// taken and it has switched away for good.
 #[cold]
 fn reap(st: &State) {
     // SAFETY: a non-null `dead` came from `Rc::into_raw` in `finish`; taking it here
     // gives that strong count back exactly once.
     let dead = unsafe { Rc::from_raw(st.dead.replace(std::ptr::null())) };
-    // SAFETY: by the invariant of `body`: the fiber is dead, so `drive` is not running it.
-    let body = unsafe { &mut *dead.body.get() }.take();
-    if let Some(mut body) = body {
-        let step = body.resume(false);
-        debug_assert!(matches!(step, CoroutineResult::Return(())));
-    }
+    st.with_current(|me| dead.context.retire(&me.context));
+    drop(dead.stack.take());
 }
 
 /// Marks `me` finished and returns the fiber Ruby's rules hand control to: its
@@ -550,19 +566,24 @@ fn terminate(st: &State, me: &Core) -> Rc<Core> {
     }
 }
 
-/// Ends the running fiber: posts its result and switches to where the rules say.
-/// A fiber that was being dropped (cancelled) just returns: nobody waits for it.
-fn finish<T: 'static>(st: &State, outcome: Result<T, FiberError>) {
+/// Ends the running fiber: posts its result and switches to where the rules say,
+/// for good. A fiber that was being dropped (cancelled) switches back to the
+/// `Drop` that cancelled it: nobody waits for its result.
+fn finish<T: 'static>(st: &State, outcome: Result<T, FiberError>) -> ! {
     if st.unwinding() {
-        if let Err(FiberError::Panicked(payload)) = outcome {
+        if let Err(FiberError::Panicked(payload)) = &outcome {
             if !payload.is::<Cancelled>() {
                 eprintln!("neverblock: a dropped fiber panicked while unwinding; the panic is discarded");
             }
         }
-        return;
+        drop(outcome);
+        let back = st.cancel_return.get();
+        // SAFETY: a fiber unwinds only when `Drop for Core` switched into it, setting
+        // `cancel_return` to a context in its own frame, which waits there; nothing on
+        // this stack is used again (the dropped core frees it once back).
+        unsafe { context::switch_for_good(&*back) }
     }
-    let me = st.current();
-    let next = terminate(st, &me);
+    let next = st.with_current(|me| terminate(st, me));
     let mut slot;
     match outcome {
         Ok(value) => {
@@ -571,11 +592,12 @@ fn finish<T: 'static>(st: &State, outcome: Result<T, FiberError>) {
         }
         Err(e) => post_error(st, e),
     }
-    let yielder = me.yielder.get();
-    st.dead.set(Rc::into_raw(me));
-    // SAFETY: as in `hand_over`: this is a fiber, running on its own stack, inside its body.
-    // The fiber is in `dead` until reaped, so it is resumed once more, never cancelled.
-    unsafe { (*yielder).suspend(next) };
+    let me = make_current(st, next);
+    st.dead.set(me);
+    // SAFETY: as in `hand_over`; this fiber is in `dead` until the fiber switched to has
+    // taken the parcel (the only thing on this stack still used) and reaped it.
+    unsafe { context::switch(&(*me).context, &(*st.current.get()).context) };
+    unreachable!("a finished fiber is reaped, never switched to")
 }
 
 /// Where a fiber that was not resumed returns when it finishes: the root, or the
