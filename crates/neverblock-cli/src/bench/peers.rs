@@ -44,6 +44,28 @@ pub(crate) fn run_go(bench: &str, params: &[(&str, String)]) -> Vec<Row> {
     }
 }
 
+/// Runs the Go peer of `bench` in `processes` separate processes and keeps the
+/// row with the lowest `metric`: Go's best, which is the strictest baseline. For
+/// some benchmarks Go's time is bimodal between processes on a VM (`spawn-join`:
+/// about 0.4 or 0.8 µs per goroutine), and a single run would make the ratio hang
+/// on which mode it landed in. The row's params say how many processes ran.
+pub(crate) fn run_go_best(bench: &str, params: &[(&str, String)], metric: &str, processes: usize) -> Vec<Row> {
+    let mut best: Option<Row> = None;
+    for row in (0..processes).flat_map(|_| run_go(bench, params)) {
+        let faster =
+            best.as_ref().is_none_or(|b| row.get(metric).unwrap_or(f64::MAX) < b.get(metric).unwrap_or(f64::MAX));
+        if faster {
+            best = Some(row);
+        }
+    }
+    best.map(|mut row| {
+        row.params.insert("processes".into(), processes.into());
+        row
+    })
+    .into_iter()
+    .collect()
+}
+
 fn flags(params: &[(&str, String)]) -> Vec<String> {
     params.iter().flat_map(|(k, v)| [format!("--{k}"), v.clone()]).collect()
 }

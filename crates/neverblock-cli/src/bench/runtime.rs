@@ -62,6 +62,9 @@ pub(crate) struct SleepersArgs {
     pub(crate) common: Common,
 }
 
+/// Go peer processes behind the spawn-join baseline (see `peers::run_go_best`).
+const GO_PROCESSES: usize = 3;
+
 pub(crate) fn spawn_join(args: SpawnJoinArgs) -> anyhow::Result<()> {
     let n = args.n;
     let elapsed = neverblock::run(move || {
@@ -79,7 +82,7 @@ pub(crate) fn spawn_join(args: SpawnJoinArgs) -> anyhow::Result<()> {
         .metric("total_s", elapsed.as_secs_f64())
         .metric("per_fiber_ns", elapsed.as_secs_f64() * 1e9 / n as f64)];
     if args.common.peers {
-        rows.extend(peers::run_go("spawn-join", &[("n", n.to_string())]));
+        rows.extend(peers::run_go_best("spawn-join", &[("n", n.to_string())], "per_fiber_ns", GO_PROCESSES));
     }
     report::print(rows, "per_fiber_ns", args.common.json);
     Ok(())
