@@ -119,9 +119,15 @@ pub(crate) fn wake_on(scheduler: u64, wake: Wake) {
         .try_with(|c| c.borrow().as_ref().filter(|s| s.id() == scheduler).map(|s| s.wake(wake)).is_some())
         .unwrap_or(false);
     if !woken_here {
-        if let Some(remote) = super::remote::find(scheduler) {
-            remote.send(Box::new(move |s| s.wake(wake)));
-        }
+        wake_remote(scheduler, wake);
+    }
+}
+
+/// The other-thread half of [`wake_on`], kept out of the same-thread path.
+#[cold]
+fn wake_remote(scheduler: u64, wake: Wake) {
+    if let Some(remote) = super::remote::find(scheduler) {
+        remote.send(Box::new(move |s| s.wake(wake)));
     }
 }
 
