@@ -174,16 +174,27 @@ impl<T> Receiver<T> {
     /// [`RecvError::Disconnected`] once every sender is gone and the channel is
     /// empty; [`RecvError::TimedOut`] inside an expired [`timeout`](crate::timeout).
     pub fn recv(&self) -> Result<T, RecvError> {
+        let state = lock(&self.shared.state);
+        if !state.queue.is_empty() {
+            return Ok(self.take(state));
+        }
+        self.recv_waiting(state)
+    }
+
+    /// The rest of [`recv`](Self::recv) once the channel was found empty: out of
+    /// line, so that a value found at once costs none of the wait's setup.
+    #[inline(never)]
+    fn recv_waiting<'a>(&'a self, mut state: StateGuard<'a, State<T>>) -> Result<T, RecvError> {
         loop {
-            let state = lock(&self.shared.state);
-            if !state.queue.is_empty() {
-                return Ok(self.take(state));
-            }
             if state.senders == 0 {
                 return Err(RecvError::Disconnected);
             }
             if wait_in(&self.shared.state, state, |s| &mut s.receivers_waiting) == Woken::TimedOut {
                 return Err(RecvError::TimedOut);
+            }
+            state = lock(&self.shared.state);
+            if !state.queue.is_empty() {
+                return Ok(self.take(state));
             }
         }
     }
