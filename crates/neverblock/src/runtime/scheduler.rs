@@ -285,17 +285,16 @@ impl Scheduler {
 
     fn park_inner(&self, register: impl FnOnce(Wake) -> bool, interruptible: bool) -> Woken {
         let id = self.current.get().expect("park is called from a task");
-        let wake = self
-            .with_task(id, |task| {
-                if task.timed_out && interruptible {
-                    return None;
-                }
-                task.park += 1;
-                task.state = State::Parked;
-                Some((Wake { task: id, park: task.park }, continue_here(task)))
-            })
-            .expect("the running task is registered");
-        let Some((wake, replaced)) = wake else { return Woken::TimedOut };
+        let mut tasks = self.tasks.borrow_mut();
+        let task = live(&mut tasks.slab, id).expect("the running task is registered");
+        if task.timed_out && interruptible {
+            return Woken::TimedOut;
+        }
+        task.park += 1;
+        task.state = State::Parked;
+        let wake = Wake { task: id, park: task.park };
+        let replaced = continue_here(task);
+        drop(tasks);
         drop(replaced); // a fiber the task resumed earlier may unwind here, outside the borrow
         if register(wake) {
             self.with_task(id, |task| {
