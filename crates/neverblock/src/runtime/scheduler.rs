@@ -73,13 +73,20 @@ struct Task {
     name: Option<Rc<str>>,
 }
 
+/// The live tasks and the run queue, under one borrow.
+#[derive(Default)]
+struct Tasks {
+    slab: Slab<Task>,
+    /// Runnable tasks by id, in the order they are to run.
+    queue: VecDeque<u64>,
+}
+
 /// One thread's tasks and event loop.
 pub(crate) struct Scheduler {
     root: Fiber<()>,
     pub(crate) reactor: Reactor,
     remote: super::remote::Remote,
-    tasks: RefCell<Slab<Task>>,
-    queue: RefCell<VecDeque<u64>>,
+    tasks: RefCell<Tasks>,
     /// Worker fibers between tasks, the most recently used last.
     idle_workers: RefCell<Vec<Fiber<()>>>,
     current: Cell<Option<u64>>,
@@ -119,9 +126,15 @@ pub(crate) fn wake_on(scheduler: u64, wake: Wake) {
         .try_with(|c| c.borrow().as_ref().filter(|s| s.id() == scheduler).map(|s| s.wake(wake)).is_some())
         .unwrap_or(false);
     if !woken_here {
-        if let Some(remote) = super::remote::find(scheduler) {
-            remote.send(Box::new(move |s| s.wake(wake)));
-        }
+        wake_remote(scheduler, wake);
+    }
+}
+
+/// The other-thread half of [`wake_on`], kept out of the same-thread path.
+#[cold]
+fn wake_remote(scheduler: u64, wake: Wake) {
+    if let Some(remote) = super::remote::find(scheduler) {
+        remote.send(Box::new(move |s| s.wake(wake)));
     }
 }
 
@@ -132,8 +145,7 @@ impl Scheduler {
             root: Fiber::current(),
             remote: super::remote::Remote::new(reactor.id(), reactor.remote_waker()),
             reactor,
-            tasks: RefCell::new(Slab::new()),
-            queue: RefCell::new(VecDeque::new()),
+            tasks: RefCell::new(Tasks::default()),
             idle_workers: RefCell::new(Vec::new()),
             current: Cell::new(None),
             next_seq: Cell::new(1),
@@ -167,7 +179,8 @@ impl Scheduler {
         let seq = self.next_seq.get();
         self.next_seq.set(seq.checked_add(1).unwrap_or(1));
         let mut tasks = self.tasks.borrow_mut();
-        let entry = tasks.vacant_entry();
+        let tasks = &mut *tasks;
+        let entry = tasks.slab.vacant_entry();
         let id = u64::from(seq) << 32 | entry.key() as u64;
         entry.insert(Task {
             id,
@@ -180,8 +193,7 @@ impl Scheduler {
             timed_out: false,
             name,
         });
-        drop(tasks);
-        self.queue.borrow_mut().push_back(id);
+        tasks.queue.push_back(id);
         self.load.store(self.load.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         id
     }
@@ -195,7 +207,7 @@ impl Scheduler {
     }
 
     fn with_task<R>(&self, id: u64, f: impl FnOnce(&mut Task) -> R) -> Option<R> {
-        live(&mut self.tasks.borrow_mut(), id).map(f)
+        live(&mut self.tasks.borrow_mut().slab, id).map(f)
     }
 
     /// Parks the running task: `register` learns the `Wake` that ends the park.
@@ -273,17 +285,16 @@ impl Scheduler {
 
     fn park_inner(&self, register: impl FnOnce(Wake) -> bool, interruptible: bool) -> Woken {
         let id = self.current.get().expect("park is called from a task");
-        let wake = self
-            .with_task(id, |task| {
-                if task.timed_out && interruptible {
-                    return None;
-                }
-                task.park += 1;
-                task.state = State::Parked;
-                Some((Wake { task: id, park: task.park }, continue_here(task)))
-            })
-            .expect("the running task is registered");
-        let Some((wake, replaced)) = wake else { return Woken::TimedOut };
+        let mut tasks = self.tasks.borrow_mut();
+        let task = live(&mut tasks.slab, id).expect("the running task is registered");
+        if task.timed_out && interruptible {
+            return Woken::TimedOut;
+        }
+        task.park += 1;
+        task.state = State::Parked;
+        let wake = Wake { task: id, park: task.park };
+        let replaced = continue_here(task);
+        drop(tasks);
         drop(replaced); // a fiber the task resumed earlier may unwind here, outside the borrow
         if register(wake) {
             self.with_task(id, |task| {
@@ -298,12 +309,13 @@ impl Scheduler {
     /// Puts the running task at the back of the run queue and lets the others run.
     pub(crate) fn yield_task(&self) {
         let id = self.current.get().expect("yield is called from a task");
-        let replaced = self.with_task(id, |task| {
-            task.state = State::Runnable;
-            continue_here(task)
-        });
-        drop(replaced);
-        self.queue.borrow_mut().push_back(id);
+        let mut tasks = self.tasks.borrow_mut();
+        tasks.queue.push_back(id);
+        let task = live(&mut tasks.slab, id).expect("the running task is registered");
+        task.state = State::Runnable;
+        let replaced = continue_here(task);
+        drop(tasks);
+        drop(replaced); // a fiber the task resumed earlier may unwind here, outside the borrow
         if self.reactor.timer_due() {
             self.switches.set(POLL_EVERY); // a yield goes behind the timers that are due
         }
@@ -339,9 +351,9 @@ impl Scheduler {
     /// not polled for `POLL_EVERY` switches.
     fn next_fiber(&self) -> Option<Fiber<()>> {
         while !self.root_due() {
-            let Some(id) = self.queue.borrow_mut().pop_front() else { break };
             let mut tasks = self.tasks.borrow_mut();
-            let Some(task) = live(&mut tasks, id) else { continue };
+            let Some(id) = tasks.queue.pop_front() else { break };
+            let Some(task) = live(&mut tasks.slab, id) else { continue };
             if task.state != State::Runnable {
                 continue;
             }
@@ -364,7 +376,7 @@ impl Scheduler {
     #[cold]
     fn first_run(&self, id: u64) -> Option<Fiber<()>> {
         let mut tasks = self.tasks.borrow_mut();
-        let task = live(&mut tasks, id).expect("the caller found it runnable");
+        let task = live(&mut tasks.slab, id).expect("the caller found it runnable");
         let outcome = if task.cancelled {
             Outcome::Cancelled // cancelled before it ever ran: it never will
         } else {
@@ -377,7 +389,7 @@ impl Scheduler {
                 Err(e) => Outcome::NoStack(e),
             }
         };
-        let mut task = tasks.remove(key(id));
+        let mut task = tasks.slab.remove(key(id));
         drop(tasks);
         let (job, _) = task.start.take().expect("a task that never ran has its job");
         // Its closure may be dropped here, on whichever fiber dispatches: as on
@@ -395,13 +407,14 @@ impl Scheduler {
         if self.root_due() {
             return false;
         }
-        let Some(id) = self.queue.borrow().front().copied() else { return false };
         let mut tasks = self.tasks.borrow_mut();
-        let Some(task) = live(&mut tasks, id) else { return false };
+        let tasks = &mut *tasks;
+        let Some(&id) = tasks.queue.front() else { return false };
+        let Some(task) = live(&mut tasks.slab, id) else { return false };
         if task.state != State::Runnable || task.resume_at.is_some() || task.cancelled {
             return false;
         }
-        self.queue.borrow_mut().pop_front();
+        tasks.queue.pop_front();
         task.resume_at = Some(Fiber::current());
         self.claim(task, id);
         true
@@ -443,7 +456,7 @@ impl Scheduler {
 
     /// Ends the task `id`, which ran `job` to its end on the running worker.
     fn finish(&self, id: u64, job: &dyn Job, ran: std::thread::Result<()>) {
-        let task = self.tasks.borrow_mut().remove(key(id));
+        let task = self.tasks.borrow_mut().slab.remove(key(id));
         let outcome = match ran {
             Ok(()) => Outcome::Returned,
             Err(payload) if task.cancelled || payload.is::<Cancelled>() => Outcome::Cancelled,
@@ -454,36 +467,30 @@ impl Scheduler {
 
     /// Makes a parked task runnable, if `wake` is for its current park.
     pub(crate) fn wake(&self, wake: Wake) {
-        let runnable = self.with_task(wake.task, |task| {
-            if wake.park == TIMEOUT {
-                task.timed_out = true;
-            } else if wake.park != task.park {
-                return false;
-            }
-            let parked = task.state == State::Parked;
-            if parked {
-                task.state = State::Runnable;
-            }
-            parked
-        });
-        if runnable == Some(true) {
-            self.queue.borrow_mut().push_back(wake.task);
+        let mut tasks = self.tasks.borrow_mut();
+        let tasks = &mut *tasks;
+        let Some(task) = live(&mut tasks.slab, wake.task) else { return };
+        if wake.park == TIMEOUT {
+            task.timed_out = true;
+        } else if wake.park != task.park {
+            return;
+        }
+        if task.state == State::Parked {
+            task.state = State::Runnable;
+            tasks.queue.push_back(wake.task);
         }
     }
 
     /// Asks a task to stop: it unwinds from the call it is parked in (at once if
     /// it never ran); nothing if the task is already gone.
     pub(crate) fn cancel(&self, id: u64) {
-        let parked = self.with_task(id, |task| {
-            task.cancelled = true;
-            let parked = task.state == State::Parked;
-            if parked {
-                task.state = State::Runnable;
-            }
-            parked
-        });
-        if parked == Some(true) {
-            self.queue.borrow_mut().push_back(id);
+        let mut tasks = self.tasks.borrow_mut();
+        let tasks = &mut *tasks;
+        let Some(task) = live(&mut tasks.slab, id) else { return };
+        task.cancelled = true;
+        if task.state == State::Parked {
+            task.state = State::Runnable;
+            tasks.queue.push_back(id);
         }
     }
 
@@ -535,7 +542,7 @@ impl Scheduler {
             if self.with_task(main, |_| ()).is_none() {
                 return Ok(());
             }
-            let idle = self.queue.borrow().is_empty();
+            let idle = self.tasks.borrow().queue.is_empty();
             if idle
                 && !self.reactor.has_timers()
                 && !self.reactor.has_fd_waiters()
@@ -567,7 +574,6 @@ impl Scheduler {
     /// outside any borrow.
     pub(crate) fn drop_tasks(&self) {
         let tasks = std::mem::take(&mut *self.tasks.borrow_mut());
-        self.queue.borrow_mut().clear();
         drop(tasks);
         let idle = std::mem::take(&mut *self.idle_workers.borrow_mut());
         drop(idle);

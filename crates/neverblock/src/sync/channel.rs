@@ -132,37 +132,50 @@ impl<T> Sender<T> {
     /// inside an expired [`timeout`](crate::timeout). Either way the value comes back.
     pub fn send(&self, value: T) -> Result<(), SendError<T>> {
         let mut state = lock(&self.shared.state);
-        while state.full() && state.receiver {
-            if wait_in(&self.shared.state, state, |s| &mut s.senders_waiting) == Woken::TimedOut {
-                return Err(SendError::TimedOut(value));
+        if state.full() && state.receiver {
+            match self.wait_for_room(state) {
+                Some(roomy) => state = roomy,
+                None => return Err(SendError::TimedOut(value)),
             }
-            state = lock(&self.shared.state);
         }
         if !state.receiver {
             return Err(SendError::Disconnected(value));
         }
         state.queue.push_back(value);
+        if state.receivers_waiting.wake_one() || state.capacity != Some(0) {
+            // Buffered, or a rendezvous value handed to the receiver waiting (as in
+            // Go): the single receiver takes the queue's head next, so the send is done.
+            return Ok(());
+        }
+        // Rendezvous with no receiver waiting: wait until one has taken this value.
         let taken = &self.shared.taken;
         let mine = taken.load(Ordering::Relaxed) + state.queue.len() as u64;
-        let handed_off = state.receivers_waiting.wake_one();
-        if state.capacity == Some(0) && !handed_off {
-            // Rendezvous with no receiver waiting: wait until one has taken this value.
-            // (With one waiting, the value is handed to it and the send is done, as
-            // in Go: the single receiver takes the queue's head next.)
-            loop {
-                if wait_in(&self.shared.state, state, |s| &mut s.delivering) == Woken::TimedOut {
-                    return Ok(()); // the value is queued; it will still be received
-                }
-                if taken.load(Ordering::Acquire) >= mine {
-                    return Ok(());
-                }
-                state = lock(&self.shared.state);
-                if taken.load(Ordering::Relaxed) >= mine || !state.receiver {
-                    return Ok(());
-                }
+        loop {
+            if wait_in(&self.shared.state, state, |s| &mut s.delivering) == Woken::TimedOut {
+                return Ok(()); // the value is queued; it will still be received
+            }
+            if taken.load(Ordering::Acquire) >= mine {
+                return Ok(());
+            }
+            state = lock(&self.shared.state);
+            if taken.load(Ordering::Relaxed) >= mine || !state.receiver {
+                return Ok(());
             }
         }
-        Ok(())
+    }
+
+    /// Waits while the channel is full and its receiver is there; `None` when a
+    /// `timeout` expires first. Out of line, so that a send with room costs none
+    /// of the wait's setup.
+    #[inline(never)]
+    fn wait_for_room<'a>(&'a self, mut state: StateGuard<'a, State<T>>) -> Option<StateGuard<'a, State<T>>> {
+        while state.full() && state.receiver {
+            if wait_in(&self.shared.state, state, |s| &mut s.senders_waiting) == Woken::TimedOut {
+                return None;
+            }
+            state = lock(&self.shared.state);
+        }
+        Some(state)
     }
 }
 
@@ -174,16 +187,27 @@ impl<T> Receiver<T> {
     /// [`RecvError::Disconnected`] once every sender is gone and the channel is
     /// empty; [`RecvError::TimedOut`] inside an expired [`timeout`](crate::timeout).
     pub fn recv(&self) -> Result<T, RecvError> {
+        let state = lock(&self.shared.state);
+        if !state.queue.is_empty() {
+            return Ok(self.take(state));
+        }
+        self.recv_waiting(state)
+    }
+
+    /// The rest of [`recv`](Self::recv) once the channel was found empty: out of
+    /// line, so that a value found at once costs none of the wait's setup.
+    #[inline(never)]
+    fn recv_waiting<'a>(&'a self, mut state: StateGuard<'a, State<T>>) -> Result<T, RecvError> {
         loop {
-            let state = lock(&self.shared.state);
-            if !state.queue.is_empty() {
-                return Ok(self.take(state));
-            }
             if state.senders == 0 {
                 return Err(RecvError::Disconnected);
             }
             if wait_in(&self.shared.state, state, |s| &mut s.receivers_waiting) == Woken::TimedOut {
                 return Err(RecvError::TimedOut);
+            }
+            state = lock(&self.shared.state);
+            if !state.queue.is_empty() {
+                return Ok(self.take(state));
             }
         }
     }

@@ -56,11 +56,10 @@ fn wait_in<S>(state: &StateLock<S>, guard: StateGuard<'_, S>, list: impl Fn(&mut
             }
         }
     }
-    let mut guard = Some(guard);
     let mut leave = Leave { state, list: &list, ticket: None };
     let woken = waiter::wait(|w| {
-        let mut g = guard.take().expect("registered once");
-        leave.ticket = Some(list(&mut g).push(w));
+        let mut guard = guard;
+        leave.ticket = Some(list(&mut guard).push(w));
     });
     if woken == Woken::Ready {
         leave.ticket = None;
