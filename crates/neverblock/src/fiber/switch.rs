@@ -8,11 +8,12 @@
 //! and when the last one goes its stack is unwound (see `Drop for Core`).
 //!
 //! Values travel without boxing: the sender leaves the value in an `Option<T>`
-//! on its own stack, posts a [`Parcel`] naming its address and type, and
+//! on its own stack, posts its address and type (the thread's parcel), and
 //! switches; the receiver checks the type and takes the value. The sender's
 //! stack stays untouched until the sender runs again, which is after the
 //! receiver has taken the value: the first thing any fiber does on waking is
-//! [`receive`].
+//! [`receive`]. The scheduler's switch posts no value, only [`NOTHING`] (one
+//! store), which its receiver takes as `()`.
 //!
 //! The thread's fiber state lives in `const`-initialised thread-locals without
 //! destructors, so each access is one load from the thread pointer.
@@ -68,24 +69,19 @@ enum Status {
     Terminated,
 }
 
-/// What the next fiber to wake finds waiting for it: a value of type `type_id` at
-/// `slot`, an `Option` of that type in the sender's frame, or, when `slot` is null,
-/// the error stored in `ERROR`.
+/// The type of the value a parcel's slot holds.
 #[derive(Clone, Copy)]
-struct Parcel {
+struct Kind {
     type_id: TypeId,
-    slot: *mut (),
     type_name: fn() -> &'static str,
-    /// Drops the value in `slot` where it lies (when the receiver refuses its type).
+    /// Drops the value in the slot where it lies (when the receiver refuses its type).
     discard: unsafe fn(*mut ()),
 }
 
-const NO_PARCEL: Parcel = Parcel {
-    type_id: TypeId::of::<()>(),
-    slot: std::ptr::null_mut(),
-    type_name: type_name::<()>,
-    discard: discard::<()>,
-};
+const UNIT: Kind = Kind { type_id: TypeId::of::<()>(), type_name: type_name::<()>, discard: discard::<()> };
+
+/// A parcel slot that holds no value: the scheduler's switch, received as `()`.
+const NOTHING: *mut () = std::ptr::dangling_mut();
 
 /// Drops the `Option<T>` at `slot` in place, leaving `None`.
 ///
@@ -108,7 +104,11 @@ struct State {
     current: Cell<*const Core>,
     /// The root fiber, from `Rc::into_raw`; freed by `RootOwner` when the thread exits.
     root: Cell<*const Core>,
-    parcel: Cell<Parcel>,
+    /// What the next fiber to wake finds waiting for it: an `Option<T>` in the
+    /// sender's frame, of the type `parcel_kind` names; [`NOTHING`]; or, when null,
+    /// the error stored in `ERROR`.
+    parcel_slot: Cell<*mut ()>,
+    parcel_kind: Cell<Kind>,
     /// The strong count of the fiber that switched away last, from `Rc::into_raw`
     /// (or null): the fiber it switched to lets it go once it has taken its parcel,
     /// on its own stack, since dropping a suspended fiber's last handle unwinds it.
@@ -131,7 +131,8 @@ thread_local! {
         State {
             current: Cell::new(std::ptr::null()),
             root: Cell::new(std::ptr::null()),
-            parcel: Cell::new(NO_PARCEL),
+            parcel_slot: Cell::new(NOTHING),
+            parcel_kind: Cell::new(UNIT),
             handed_off: Cell::new(std::ptr::null()),
             dead: Cell::new(std::ptr::null()),
             unwinding: Cell::new(0),
@@ -140,7 +141,7 @@ thread_local! {
             next_id: Cell::new(1),
         }
     };
-    /// The error of a `Parcel::Error` (rare, so kept off `State`).
+    /// The error of an error parcel (rare, so kept off `State`).
     static ERROR: RefCell<Option<FiberError>> = const { RefCell::new(None) };
     static ROOT_OWNER: RootOwner = const { RootOwner };
 }
@@ -416,7 +417,9 @@ pub(crate) fn switch_to(target: Rc<Core>) -> Result<(), FiberError> {
         if std::ptr::eq(Rc::as_ptr(&target), st.current_ptr()) {
             return Ok(());
         }
-        switch(st, target, ())
+        st.parcel_slot.set(NOTHING);
+        hand_over(st, target);
+        receive(st)
     })
 }
 
@@ -461,17 +464,13 @@ fn switch<T: 'static, R: 'static>(st: &State, target: Rc<Core>, value: T) -> Res
 
 #[inline(always)]
 fn post_value<T: 'static>(st: &State, slot: &mut Option<T>) {
-    st.parcel.set(Parcel {
-        type_id: TypeId::of::<T>(),
-        slot: (slot as *mut Option<T>).cast(),
-        type_name: type_name::<T>,
-        discard: discard::<T>,
-    });
+    st.parcel_slot.set((slot as *mut Option<T>).cast());
+    st.parcel_kind.set(Kind { type_id: TypeId::of::<T>(), type_name: type_name::<T>, discard: discard::<T> });
 }
 
 fn post_error(st: &State, error: FiberError) {
     ERROR.with(|e| *e.borrow_mut() = Some(error));
-    st.parcel.set(NO_PARCEL);
+    st.parcel_slot.set(std::ptr::null_mut());
 }
 
 /// Makes `target` the running fiber (`State` takes its strong count) and returns
@@ -495,7 +494,8 @@ fn hand_over(st: &State, target: Rc<Core>) {
     // `handed_off` is let go only by the fiber switched to, after this switch. The new
     // current fiber is suspended in a switch of its own (or fresh), with its stack.
     unsafe { context::switch(&(*me).context, &(*st.current.get()).context) };
-    if st.cancelling.replace(false) {
+    if st.cancelling.get() {
+        st.cancelling.set(false);
         cancel();
     }
 }
@@ -510,12 +510,18 @@ fn cancel() -> ! {
 /// of the fiber that switched here and reaps a finished one.
 #[inline(always)]
 fn receive<R: 'static>(st: &State) -> Result<R, FiberError> {
-    let parcel = st.parcel.get();
-    let received = match parcel {
-        Parcel { slot, .. } if slot.is_null() => {
-            Err(ERROR.with(|e| e.borrow_mut().take()).expect("an error parcel has its error"))
+    let slot = st.parcel_slot.get();
+    let kind = || if slot == NOTHING { UNIT } else { st.parcel_kind.get() };
+    let received = match slot {
+        _ if slot.is_null() => Err(ERROR.with(|e| e.borrow_mut().take()).expect("an error parcel has its error")),
+        NOTHING if TypeId::of::<R>() == TypeId::of::<()>() => {
+            let mut unit = Some(());
+            Ok((&mut unit as &mut dyn std::any::Any)
+                .downcast_mut::<Option<R>>()
+                .and_then(Option::take)
+                .expect("R is ()"))
         }
-        Parcel { type_id, slot, .. } if type_id == TypeId::of::<R>() => {
+        _ if slot != NOTHING && kind().type_id == TypeId::of::<R>() => {
             // SAFETY: `slot` is the address of an `Option<R>` (the type ids match) in
             // the sender's frame. The sender is suspended inside `switch` or `finish`
             // and touches the slot again only after it runs again, which needs a
@@ -523,10 +529,14 @@ fn receive<R: 'static>(st: &State) -> Result<R, FiberError> {
             let value = unsafe { (*slot.cast::<Option<R>>()).take() };
             Ok(value.expect("a posted value is taken once"))
         }
-        Parcel { type_name: found, slot, discard, .. } => {
-            // SAFETY: as above, `slot` is an untouched `Option` of the posted type, which
-            // `discard` was made for. Dropped here, the sender's frame may be abandoned.
-            unsafe { discard(slot) };
+        _ => {
+            let Kind { type_name: found, discard, .. } = kind();
+            if slot != NOTHING {
+                // SAFETY: as above, `slot` is an untouched `Option` of the posted type,
+                // which `discard` was made for. Dropped here, the sender's frame may be
+                // abandoned.
+                unsafe { discard(slot) };
+            }
             Err(FiberError::TypeMismatch(Box::new(TypeMismatch { expected: type_name::<R>(), found: found() })))
         }
     };
