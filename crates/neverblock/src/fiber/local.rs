@@ -22,42 +22,59 @@ struct Entry {
     inherit: bool,
 }
 
-/// The fiber-local values a new fiber starts with.
-pub(crate) type Inherited = Vec<(usize, Rc<dyn Any>)>;
+/// The fiber-local values a new fiber starts with: nothing to drop when there
+/// are none (the usual case, paid on every spawn).
+#[derive(Default)]
+pub(crate) struct Inherited(Option<Box<[Shared]>>);
+
+/// A key and the value it shares with the fiber that created this one.
+type Shared = (usize, Rc<dyn Any>);
 
 /// What a fiber created now by the running fiber would inherit (for fibers
 /// created later on its behalf, such as a runtime task's fiber).
+#[inline]
 pub(crate) fn inherited_now() -> Inherited {
     switch::with_current(|me| me.locals.inherited())
 }
 
 /// Gives the running fiber exactly the values `inherited`, dropping the ones it
 /// held first (a runtime's worker fiber, between one task and the next).
+#[inline]
 pub(crate) fn reset_current(inherited: Inherited) {
-    let held = switch::with_current(|me| me.locals.entries.take());
-    if held.is_none() && inherited.is_empty() {
+    if inherited.0.is_none() && switch::with_current(|me| me.locals.is_empty()) {
         return;
     }
+    let held = switch::with_current(|me| me.locals.entries.take());
     drop(held);
     switch::with_current(|me| me.locals.extend(inherited));
 }
 
 impl Locals {
+    fn is_empty(&self) -> bool {
+        self.entries.borrow().is_none()
+    }
+
     /// The entries a fiber created now receives (shared, like Ruby's shallow copy).
+    #[inline]
     pub(crate) fn inherited(&self) -> Inherited {
-        match &*self.entries.borrow() {
-            Some(entries) => entries.iter().filter(|e| e.inherit).map(|e| (e.key, e.value.clone())).collect(),
-            None => Vec::new(),
+        if self.is_empty() {
+            return Inherited::default();
         }
+        self.inherited_entries()
+    }
+
+    fn inherited_entries(&self) -> Inherited {
+        let entries = self.entries.borrow();
+        let kept: Vec<_> =
+            entries.iter().flat_map(|e| e.iter()).filter(|e| e.inherit).map(|e| (e.key, e.value.clone())).collect();
+        Inherited((!kept.is_empty()).then(|| kept.into_boxed_slice()))
     }
 
     pub(crate) fn extend(&self, inherited: Inherited) {
-        if inherited.is_empty() {
-            return;
-        }
+        let Some(inherited) = inherited.0 else { return };
         let mut entries = self.entries.borrow_mut();
         let entries = entries.get_or_insert_with(Box::default);
-        entries.extend(inherited.into_iter().map(|(key, value)| Entry { key, value, inherit: true }));
+        entries.extend(inherited.into_vec().into_iter().map(|(key, value)| Entry { key, value, inherit: true }));
     }
 
     fn get(&self, key: usize) -> Option<Rc<dyn Any>> {

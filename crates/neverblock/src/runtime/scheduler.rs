@@ -438,7 +438,7 @@ impl Scheduler {
     fn worker(&self) -> Result<Fiber<()>, StackError> {
         match self.idle_workers.borrow_mut().pop() {
             Some(worker) => Ok(worker),
-            None => fiber::Builder::new().build_inheriting(Some(Vec::new()), |()| work()),
+            None => fiber::Builder::new().build_inheriting(Some(Inherited::default()), |()| work()),
         }
     }
 
@@ -621,7 +621,7 @@ fn work() {
         fiber::reset_locals(inherited);
         let ran = panic::catch_unwind(AssertUnwindSafe(|| {
             job.run();
-            fiber::reset_locals(Vec::new());
+            fiber::reset_locals(Inherited::default());
         }));
         if fiber::unwinding_a_dropped_fiber() {
             // The worker itself is being dropped (its runtime ends), even if the task
@@ -632,7 +632,7 @@ fn work() {
             }
         }
         if ran.is_err() {
-            fiber::reset_locals(Vec::new());
+            fiber::reset_locals(Inherited::default());
         }
         s.finish(id, &*job, ran);
         // The value or payload is the joiner's now; an idle worker keeps nothing of it.
