@@ -342,7 +342,9 @@ impl Scheduler {
     /// Takes the next runnable task off the queue (giving a fresh one a worker
     /// fiber), makes it current and returns the fiber to continue; `None` (with no
     /// current task) when the root should run: the queue is empty, or the loop has
-    /// not polled for `POLL_EVERY` switches.
+    /// not polled for `POLL_EVERY` switches. Always inlined, so that a park's
+    /// [`dispatch`](Self::dispatch) makes one call, the switch.
+    #[inline(always)]
     fn next_fiber(&self) -> Option<Fiber<()>> {
         while !self.root_due() {
             let mut tasks = self.tasks.borrow_mut();
