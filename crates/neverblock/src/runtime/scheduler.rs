@@ -25,6 +25,9 @@ const POLL_EVERY: u32 = 61;
 /// `Wake::park` of a timeout scope's timer: it wakes the task whatever it is parked on.
 const TIMEOUT: u64 = 0;
 
+/// A new task's turn number (`Task::park`), which no timeout's wake-up carries.
+const FIRST_TURN: u64 = 1;
+
 /// The payload that unwinds a cancelled task from the call it was parked in.
 pub(crate) struct Cancelled;
 
@@ -46,13 +49,6 @@ pub(crate) enum Woken {
     TimedOut,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum State {
-    Runnable,
-    Running,
-    Parked,
-}
-
 struct Task {
     /// `seq << 32 | slab key`: unique among live tasks, and a wake for an ended
     /// task never finds the next task in its slab entry.
@@ -63,8 +59,9 @@ struct Task {
     /// The fiber to continue when woken: the worker running the task, or a fiber
     /// the task resumed that parked. `None` until the task starts.
     resume_at: Option<Fiber<()>>,
-    state: State,
-    /// Counts parks, so that a wake meant for an earlier park is ignored.
+    /// The number of the task's turn: taken afresh each time it is continued (and
+    /// when a park turns out not to be needed), handed to the wake-ups of its next
+    /// park. A queue entry or wake-up under an older number is stale.
     park: u64,
     cancelled: bool,
     /// Deadlines of the `timeout` scopes the task is inside, innermost last.
@@ -77,8 +74,11 @@ struct Task {
 #[derive(Default)]
 struct Tasks {
     slab: Slab<Task>,
-    /// Runnable tasks by id, in the order they are to run.
-    queue: VecDeque<u64>,
+    /// Tasks to continue, in order, each under the turn it was made runnable in:
+    /// an entry is stale once its number is not its task's `park`. Wake-ups are
+    /// queued unchecked, so a task may have more than one entry; the first one
+    /// taken off continues it, which makes the rest stale.
+    queue: VecDeque<Wake>,
 }
 
 /// One thread's tasks and event loop.
@@ -186,14 +186,13 @@ impl Scheduler {
             id,
             start: Some((job, inherited_now())),
             resume_at: None,
-            state: State::Runnable,
-            park: 0,
+            park: FIRST_TURN,
             cancelled: false,
             deadlines: Vec::new(),
             timed_out: false,
             name,
         });
-        tasks.queue.push_back(id);
+        tasks.queue.push_back(Wake { task: id, park: FIRST_TURN });
         self.load.store(self.load.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         id
     }
@@ -290,17 +289,12 @@ impl Scheduler {
         if task.timed_out && interruptible {
             return Woken::TimedOut;
         }
-        task.park += 1;
-        task.state = State::Parked;
         let wake = Wake { task: id, park: task.park };
         let replaced = continue_here(task);
         drop(tasks);
         drop(replaced); // a fiber the task resumed earlier may unwind here, outside the borrow
         if register(wake) {
-            self.with_task(id, |task| {
-                task.park += 1;
-                task.state = State::Running;
-            });
+            self.with_task(id, |task| task.park += 1); // the wake-ups handed out are stale
             return Woken::Ready;
         }
         self.switch_away()
@@ -310,10 +304,10 @@ impl Scheduler {
     pub(crate) fn yield_task(&self) {
         let id = self.current.get().expect("yield is called from a task");
         let mut tasks = self.tasks.borrow_mut();
-        tasks.queue.push_back(id);
         let task = live(&mut tasks.slab, id).expect("the running task is registered");
-        task.state = State::Runnable;
+        let turn = Wake { task: id, park: task.park };
         let replaced = continue_here(task);
+        tasks.queue.push_back(turn);
         drop(tasks);
         drop(replaced); // a fiber the task resumed earlier may unwind here, outside the borrow
         if self.reactor.timer_due() {
@@ -348,13 +342,15 @@ impl Scheduler {
     /// Takes the next runnable task off the queue (giving a fresh one a worker
     /// fiber), makes it current and returns the fiber to continue; `None` (with no
     /// current task) when the root should run: the queue is empty, or the loop has
-    /// not polled for `POLL_EVERY` switches.
+    /// not polled for `POLL_EVERY` switches. Always inlined, so that a park's
+    /// [`dispatch`](Self::dispatch) makes one call, the switch.
+    #[inline(always)]
     fn next_fiber(&self) -> Option<Fiber<()>> {
         while !self.root_due() {
             let mut tasks = self.tasks.borrow_mut();
-            let Some(id) = tasks.queue.pop_front() else { break };
+            let Some(Wake { task: id, park }) = tasks.queue.pop_front() else { break };
             let Some(task) = live(&mut tasks.slab, id) else { continue };
-            if task.state != State::Runnable {
+            if task.park != park {
                 continue;
             }
             if let Some(fiber) = &task.resume_at {
@@ -409,9 +405,9 @@ impl Scheduler {
         }
         let mut tasks = self.tasks.borrow_mut();
         let tasks = &mut *tasks;
-        let Some(&id) = tasks.queue.front() else { return false };
+        let Some(&Wake { task: id, park }) = tasks.queue.front() else { return false };
         let Some(task) = live(&mut tasks.slab, id) else { return false };
-        if task.state != State::Runnable || task.resume_at.is_some() || task.cancelled {
+        if task.park != park || task.resume_at.is_some() || task.cancelled {
             return false;
         }
         tasks.queue.pop_front();
@@ -420,10 +416,10 @@ impl Scheduler {
         true
     }
 
-    /// Makes `task` (`id`, just taken off the queue) the running one, and notes
-    /// why its park ends.
+    /// Makes `task` (`id`, just taken off the queue) the running one under a new
+    /// turn, and notes why its park ends.
     fn claim(&self, task: &mut Task, id: u64) {
-        task.state = State::Running;
+        task.park += 1;
         self.continued.set((task.cancelled, task.timed_out));
         self.switches.set(self.switches.get() + 1);
         self.current.set(Some(id));
@@ -465,32 +461,33 @@ impl Scheduler {
         self.end(&task, job, outcome);
     }
 
-    /// Makes a parked task runnable, if `wake` is for its current park.
+    /// Makes a parked task runnable, if `wake` is for its current park (which the
+    /// queue checks when the task's turn comes).
     pub(crate) fn wake(&self, wake: Wake) {
-        let mut tasks = self.tasks.borrow_mut();
-        let tasks = &mut *tasks;
-        let Some(task) = live(&mut tasks.slab, wake.task) else { return };
         if wake.park == TIMEOUT {
-            task.timed_out = true;
-        } else if wake.park != task.park {
-            return;
-        }
-        if task.state == State::Parked {
-            task.state = State::Runnable;
-            tasks.queue.push_back(wake.task);
+            self.interrupt(wake.task, |task| task.timed_out = true);
+        } else {
+            self.tasks.borrow_mut().queue.push_back(wake);
         }
     }
 
     /// Asks a task to stop: it unwinds from the call it is parked in (at once if
     /// it never ran); nothing if the task is already gone.
     pub(crate) fn cancel(&self, id: u64) {
+        self.interrupt(id, |task| task.cancelled = true);
+    }
+
+    /// Marks task `id` with `mark` and, unless it is the running one, queues it
+    /// under its turn: a parked task is continued, and an entry for a task already
+    /// queued is one more of the same turn.
+    #[cold]
+    fn interrupt(&self, id: u64, mark: impl FnOnce(&mut Task)) {
         let mut tasks = self.tasks.borrow_mut();
         let tasks = &mut *tasks;
         let Some(task) = live(&mut tasks.slab, id) else { return };
-        task.cancelled = true;
-        if task.state == State::Parked {
-            task.state = State::Runnable;
-            tasks.queue.push_back(id);
+        mark(task);
+        if self.current.get() != Some(id) {
+            tasks.queue.push_back(Wake { task: id, park: task.park });
         }
     }
 
@@ -535,8 +532,7 @@ impl Scheduler {
             }
             if let Some(id) = self.current.take() {
                 // The task handed control to the root without parking (a raw transfer):
-                // nothing will wake it, so it stays parked for good.
-                self.with_task(id, |task| task.state = State::Parked);
+                // nothing will wake it (no wake-up carries its turn), so it stays parked for good.
                 eprintln!("neverblock: task {id} transferred to the scheduler without parking; it stays parked");
             }
             if self.with_task(main, |_| ()).is_none() {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::{lock, wait_in, StateGuard, StateLock};
 use crate::runtime::scheduler::Woken;
-use crate::runtime::waiter::WaitList;
+use crate::runtime::waiter::{self, WaitList, Waiter};
 
 /// Makes a channel that holds at most `capacity` values; `send` parks while it is
 /// full. A capacity of 0 is a rendezvous channel like Go's unbuffered `chan`: each
@@ -53,7 +53,7 @@ fn channel<T>(capacity: Option<usize>) -> (Sender<T>, Receiver<T>) {
             receiver: true,
             receivers_waiting: WaitList::default(),
             senders_waiting: WaitList::default(),
-            delivering: WaitList::default(),
+            delivering: None,
         }),
         taken: AtomicU64::new(0),
     });
@@ -75,8 +75,9 @@ struct State<T> {
     receivers_waiting: WaitList,
     /// Senders waiting for room in a full channel.
     senders_waiting: WaitList,
-    /// Rendezvous senders whose value is queued, waiting for it to be taken.
-    delivering: WaitList,
+    /// The rendezvous sender whose value is queued, waiting for it to be taken. A
+    /// rendezvous channel holds one value at most (`full` at one), so one sender.
+    delivering: Option<Waiter>,
 }
 
 impl<T> State<T> {
@@ -151,7 +152,7 @@ impl<T> Sender<T> {
         let taken = &self.shared.taken;
         let mine = taken.load(Ordering::Relaxed) + state.queue.len() as u64;
         loop {
-            if wait_in(&self.shared.state, state, |s| &mut s.delivering) == Woken::TimedOut {
+            if self.wait_delivered(state, mine) == Woken::TimedOut {
                 return Ok(()); // the value is queued; it will still be received
             }
             if taken.load(Ordering::Acquire) >= mine {
@@ -162,6 +163,30 @@ impl<T> Sender<T> {
                 return Ok(());
             }
         }
+    }
+
+    /// Waits in the `delivering` slot until woken. On a timeout, or when the fiber is
+    /// cancelled, it empties the slot if value number `mine` is still queued (once
+    /// taken, the slot was emptied by the receiver, and may hold the next sender).
+    fn wait_delivered(&self, state: StateGuard<'_, State<T>>, mine: u64) -> Woken {
+        struct Leave<'a, T>(&'a Shared<T>, u64);
+        impl<T> Drop for Leave<'_, T> {
+            fn drop(&mut self) {
+                let mut state = lock(&self.0.state);
+                if self.0.taken.load(Ordering::Relaxed) < self.1 {
+                    state.delivering = None;
+                }
+            }
+        }
+        let leave = Leave(&self.shared, mine);
+        let woken = waiter::wait(|w| {
+            let mut state = state;
+            state.delivering = Some(w);
+        });
+        if woken == Woken::Ready {
+            std::mem::forget(leave);
+        }
+        woken
     }
 
     /// Waits while the channel is full and its receiver is there; `None` when a
@@ -232,9 +257,11 @@ impl<T> Receiver<T> {
         let value = state.queue.pop_front().expect("checked non-empty");
         let taken = &self.shared.taken;
         taken.store(taken.load(Ordering::Relaxed) + 1, Ordering::Release);
-        // The rendezvous senders re-check whether theirs was taken (one, unless
-        // several sent at once); one sender waiting for room may now go on.
-        state.delivering.wake_all();
+        // A rendezvous sender learns its value was taken; one sender waiting for
+        // room may now go on.
+        if let Some(sender) = state.delivering.take() {
+            sender.wake();
+        }
         state.senders_waiting.wake_one();
         value
     }
@@ -262,7 +289,9 @@ impl<T> Drop for Receiver<T> {
         let mut state = lock(&self.shared.state);
         state.receiver = false;
         state.senders_waiting.wake_all();
-        state.delivering.wake_all();
+        if let Some(sender) = state.delivering.take() {
+            sender.wake();
+        }
         let dropped = std::mem::take(&mut state.queue);
         drop(state);
         drop(dropped);

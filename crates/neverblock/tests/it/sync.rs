@@ -123,6 +123,48 @@ fn a_rendezvous_send_waits_for_the_receiver() {
 }
 
 #[test]
+fn a_rendezvous_sender_that_gives_up_leaves_its_value_to_be_received() {
+    run(|| {
+        let (tx, rx) = bounded(0);
+        let tx2 = tx.clone();
+        let hasty = spawn(move || timeout(Duration::from_millis(2), || tx.send(1)));
+        let patient = spawn(move || tx2.send(2));
+        sleep(Duration::from_millis(10));
+        assert_eq!(hasty.join().unwrap(), Err(Elapsed), "the value is queued, the sender gone");
+        assert_eq!((rx.recv(), rx.recv()), (Ok(1), Ok(2)));
+        patient.join().unwrap().unwrap();
+
+        let (tx, rx) = bounded(0);
+        let tx2 = tx.clone();
+        let cancelled = spawn(move || tx.send(3));
+        let patient = spawn(move || tx2.send(4));
+        yield_now(); // 3 is queued and its sender parked; 4 waits for room
+        cancelled.cancel();
+        assert!(matches!(cancelled.join(), Err(JoinError::Cancelled)));
+        assert_eq!((rx.recv(), rx.recv()), (Ok(3), Ok(4)));
+        patient.join().unwrap().unwrap();
+    });
+}
+
+#[test]
+fn rendezvous_senders_on_other_threads_each_wait_for_their_value() {
+    let (tx, rx) = bounded(0);
+    let senders: Vec<_> = (0..4)
+        .map(|t| {
+            let tx = tx.clone();
+            std::thread::spawn(move || (0..200).for_each(|i| tx.send(t * 1000 + i).unwrap()))
+        })
+        .collect();
+    drop(tx);
+    let got = run(move || std::iter::from_fn(|| rx.recv().ok()).collect::<Vec<_>>());
+    senders.into_iter().for_each(|t| t.join().unwrap());
+    for t in 0..4 {
+        let mine: Vec<_> = got.iter().copied().filter(|v| v / 1000 == t).collect();
+        assert_eq!(mine, (0..200).map(|i| t * 1000 + i).collect::<Vec<_>>(), "each sender's values in order");
+    }
+}
+
+#[test]
 fn dropping_either_end_disconnects_the_other() {
     run(|| {
         let (tx, rx) = unbounded::<u8>();
