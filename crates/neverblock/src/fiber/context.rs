@@ -12,7 +12,9 @@
 //!
 //! The floating-point control words (MXCSR, x87 CW; FPCR on aarch64) are not
 //! saved: Rust code never changes them, and the scheduler switches only between
-//! Rust fibers.
+//! Rust fibers. Nor is the switch ready for control-flow protection (x86 CET
+//! shadow stacks, aarch64 BTI): its indirect-jump return would trip them; Rust
+//! binaries do not turn them on by default.
 //!
 //! With the `sanitizer` feature (nightly, `-Zsanitizer=address`), every switch
 //! tells AddressSanitizer which stack it lands on, and a fresh fiber's stack is
@@ -78,17 +80,18 @@ impl Context {
         let sp = arch::first_sp(at);
         assert!(sp >= limit + 1024, "a fiber's stack has room for its first frame and closure");
         let frame = arch::initial_frame(enter::<F> as *const () as usize, at);
+        // A recycled stack keeps the red zones of the frames its last fiber abandoned.
+        #[cfg(feature = "sanitizer")]
+        // SAFETY: the caller gives us the whole range.
+        unsafe {
+            sanitizer::__asan_unpoison_memory_region(limit as *const u8, base - limit)
+        };
         // SAFETY: `at..at + size_of::<F>()` and the first frame at `sp` lie inside `limit..base`
         // (checked above), are suitably aligned, and the caller gives us that memory.
         unsafe {
             std::ptr::write(at as *mut F, start);
             std::ptr::copy_nonoverlapping(frame.as_ptr(), sp as *mut usize, frame.len());
         }
-        #[cfg(feature = "sanitizer")]
-        // SAFETY: the caller gives us the whole range.
-        unsafe {
-            sanitizer::__asan_unpoison_memory_region(limit as *const u8, base - limit)
-        };
         Context {
             sp: Cell::new(sp as *mut u8),
             pending: Cell::new(Some(Pending { at: at as *mut u8, drop: drop_pending::<F> })),

@@ -410,12 +410,22 @@ pub(crate) fn transfer<T: 'static>(target: &Rc<Core>, value: T) -> Result<T, Fib
 /// The scheduler's switch: hands control to `target`, a fiber waiting in a
 /// switch of its own (a parked task's, or a worker's between tasks), without
 /// Ruby's rules or a value. Returns when control comes back.
+///
+/// # Errors
+///
+/// Refuses, as `transfer` would, a fiber that user code has since moved on with
+/// Ruby's switches so that it now waits for a fiber it resumed, waits in a
+/// yield, or has finished: continuing it would break those links, or run on a
+/// stack that is gone.
 #[inline(always)]
 pub(crate) fn switch_to(target: Rc<Core>) -> Result<(), FiberError> {
     with_state(|st| {
         refuse_while_unwinding(st)?;
         if std::ptr::eq(Rc::as_ptr(&target), st.current_ptr()) {
             return Ok(());
+        }
+        if !target.resuming.get().is_null() || target.yielding.get() || target.status.get() == Status::Terminated {
+            return Err(refusal(&target));
         }
         st.parcel_slot.set(NOTHING);
         hand_over(st, target);
@@ -441,6 +451,17 @@ pub(crate) fn yield_now<T: 'static>(value: T) -> Result<T, FiberError> {
         })?;
         switch(st, resumer, value)
     })
+}
+
+#[cold]
+fn refusal(target: &Core) -> FiberError {
+    if target.status.get() == Status::Terminated {
+        FiberError::TransferToTerminated
+    } else if target.yielding.get() {
+        FiberError::TransferToYielding
+    } else {
+        FiberError::TransferToResuming
+    }
 }
 
 #[inline(always)]
@@ -477,7 +498,8 @@ fn post_error(st: &State, error: FiberError) {
 /// the one that ran, whose count the caller now holds.
 #[inline(always)]
 fn make_current(st: &State, target: Rc<Core>) -> *const Core {
-    if target.status.get() == Status::Created {
+    if target.status.get() != Status::Started {
+        assert!(target.status.get() == Status::Created, "a finished fiber is never switched to");
         target.status.set(Status::Started);
         target.context.started();
     }
@@ -507,12 +529,14 @@ fn cancel() -> ! {
 }
 
 /// Takes what the switch that woke the calling fiber delivered to it, then lets go
-/// of the fiber that switched here and reaps a finished one.
+/// of the fiber that switched here and reaps a finished one (also if dropping a
+/// refused value panics).
 #[inline(always)]
 fn receive<R: 'static>(st: &State) -> Result<R, FiberError> {
+    let _settle = Settle(st);
     let slot = st.parcel_slot.get();
     let kind = || if slot == NOTHING { UNIT } else { st.parcel_kind.get() };
-    let received = match slot {
+    match slot {
         _ if slot.is_null() => Err(ERROR.with(|e| e.borrow_mut().take()).expect("an error parcel has its error")),
         NOTHING if TypeId::of::<R>() == TypeId::of::<()>() => {
             let mut unit = Some(());
@@ -525,7 +549,8 @@ fn receive<R: 'static>(st: &State) -> Result<R, FiberError> {
             // SAFETY: `slot` is the address of an `Option<R>` (the type ids match) in
             // the sender's frame. The sender is suspended inside `switch` or `finish`
             // and touches the slot again only after it runs again, which needs a
-            // switch by a fiber that is running, which can only be after this returns.
+            // switch by a fiber that is running, which can only be after this returns;
+            // `_settle`, which may unwind or free the sender, runs after this too.
             let value = unsafe { (*slot.cast::<Option<R>>()).take() };
             Ok(value.expect("a posted value is taken once"))
         }
@@ -539,17 +564,27 @@ fn receive<R: 'static>(st: &State) -> Result<R, FiberError> {
             }
             Err(FiberError::TypeMismatch(Box::new(TypeMismatch { expected: type_name::<R>(), found: found() })))
         }
-    };
-    let left = st.handed_off.replace(std::ptr::null());
-    if !left.is_null() {
-        // SAFETY: a non-null `handed_off` is a strong count from `hand_over`, given back
-        // once, here, on the stack of the fiber it switched to.
-        drop(unsafe { Rc::from_raw(left) });
     }
-    if !st.dead.get().is_null() {
-        reap(st);
+}
+
+/// Lets go of the fiber that switched here (`handed_off`) and reaps a finished
+/// one, once the value it delivered is taken.
+struct Settle<'a>(&'a State);
+
+impl Drop for Settle<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        let st = self.0;
+        let left = st.handed_off.replace(std::ptr::null());
+        if !left.is_null() {
+            // SAFETY: a non-null `handed_off` is a strong count from `hand_over`, given
+            // back once, here, on the stack of the fiber it switched to.
+            drop(unsafe { Rc::from_raw(left) });
+        }
+        if !st.dead.get().is_null() {
+            reap(st);
+        }
     }
-    received
 }
 
 /// Gives a fiber that finished its stack back to the pool, now that its result is

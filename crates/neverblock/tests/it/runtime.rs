@@ -408,3 +408,31 @@ fn a_detached_tasks_value_is_dropped_when_it_ends_not_kept_by_its_worker() {
         assert_eq!(got, Ok(Err(RecvError::Disconnected)));
     });
 }
+
+/// A task parked on a user fiber F (F yielded to the scheduler) whose F another
+/// task then transfers into and lets finish: the scheduler must refuse to continue
+/// the task at F, whose stack is gone, rather than switch into it.
+#[test]
+fn the_scheduler_refuses_to_continue_a_task_at_a_fiber_that_has_since_finished() {
+    let shared: Rc<RefCell<Option<Fiber<()>>>> = Rc::default();
+    let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
+        run(move || {
+            let (left, taken) = (shared.clone(), shared);
+            let _a = spawn(move || {
+                let f = Fiber::new(|()| yield_now()).unwrap();
+                *left.borrow_mut() = Some(f.clone());
+                let _ = f.transfer(());
+            });
+            let _b = spawn(move || {
+                let f = taken.borrow_mut().take().expect("A ran first");
+                let _ = f.transfer(());
+            });
+            for _ in 0..3 {
+                yield_now();
+            }
+        })
+    }));
+    let payload = outcome.expect_err("continuing the task must be refused");
+    let message = payload.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(message.contains("dead fiber called"), "{message}");
+}
