@@ -78,7 +78,15 @@ struct Kind {
     discard: unsafe fn(*mut ()),
 }
 
-const UNIT: Kind = Kind { type_id: TypeId::of::<()>(), type_name: type_name::<()>, discard: discard::<()> };
+/// The kind of `()`, what a [`NOTHING`] slot is taken as.
+const UNIT: &Kind = &Kind { type_id: TypeId::of::<()>(), type_name: type_name::<()>, discard: discard::<()> };
+
+impl Kind {
+    /// The kind of `T`: one static per type, so posting a value stores one pointer.
+    fn of<T: 'static>() -> &'static Kind {
+        const { &Kind { type_id: TypeId::of::<T>(), type_name: type_name::<T>, discard: discard::<T> } }
+    }
+}
 
 /// A parcel slot that holds no value: the scheduler's switch, received as `()`.
 const NOTHING: *mut () = std::ptr::dangling_mut();
@@ -108,7 +116,7 @@ struct State {
     /// sender's frame, of the type `parcel_kind` names; [`NOTHING`]; or, when null,
     /// the error stored in `ERROR`.
     parcel_slot: Cell<*mut ()>,
-    parcel_kind: Cell<Kind>,
+    parcel_kind: Cell<&'static Kind>,
     /// The strong count of the fiber that switched away last, from `Rc::into_raw`
     /// (or null): the fiber it switched to lets it go once it has taken its parcel,
     /// on its own stack, since dropping a suspended fiber's last handle unwinds it.
@@ -486,7 +494,7 @@ fn switch<T: 'static, R: 'static>(st: &State, target: Rc<Core>, value: T) -> Res
 #[inline(always)]
 fn post_value<T: 'static>(st: &State, slot: &mut Option<T>) {
     st.parcel_slot.set((slot as *mut Option<T>).cast());
-    st.parcel_kind.set(Kind { type_id: TypeId::of::<T>(), type_name: type_name::<T>, discard: discard::<T> });
+    st.parcel_kind.set(Kind::of::<T>());
 }
 
 fn post_error(st: &State, error: FiberError) {
@@ -555,7 +563,7 @@ fn receive<R: 'static>(st: &State) -> Result<R, FiberError> {
             Ok(value.expect("a posted value is taken once"))
         }
         _ => {
-            let Kind { type_name: found, discard, .. } = kind();
+            let &Kind { type_name: found, discard, .. } = kind();
             if slot != NOTHING {
                 // SAFETY: as above, `slot` is an untouched `Option` of the posted type,
                 // which `discard` was made for. Dropped here, the sender's frame may be
