@@ -432,9 +432,7 @@ pub(crate) fn switch_to(target: Rc<Core>) -> Result<(), FiberError> {
         if std::ptr::eq(Rc::as_ptr(&target), st.current_ptr()) {
             return Ok(());
         }
-        if !target.resuming.get().is_null() || target.yielding.get() || target.status.get() == Status::Terminated {
-            return Err(refusal(&target));
-        }
+        super::rules::check_transfer(target.view_in(st))?;
         st.parcel_slot.set(NOTHING);
         hand_over(st, target);
         receive(st)
@@ -459,17 +457,6 @@ pub(crate) fn yield_now<T: 'static>(value: T) -> Result<T, FiberError> {
         })?;
         switch(st, resumer, value)
     })
-}
-
-#[cold]
-fn refusal(target: &Core) -> FiberError {
-    if target.status.get() == Status::Terminated {
-        FiberError::TransferToTerminated
-    } else if target.yielding.get() {
-        FiberError::TransferToYielding
-    } else {
-        FiberError::TransferToResuming
-    }
 }
 
 #[inline(always)]
@@ -543,36 +530,39 @@ fn cancel() -> ! {
 fn receive<R: 'static>(st: &State) -> Result<R, FiberError> {
     let _settle = Settle(st);
     let slot = st.parcel_slot.get();
-    let kind = || if slot == NOTHING { UNIT } else { st.parcel_kind.get() };
-    match slot {
-        _ if slot.is_null() => Err(ERROR.with(|e| e.borrow_mut().take()).expect("an error parcel has its error")),
-        NOTHING if TypeId::of::<R>() == TypeId::of::<()>() => {
-            let mut unit = Some(());
-            Ok((&mut unit as &mut dyn std::any::Any)
-                .downcast_mut::<Option<R>>()
-                .and_then(Option::take)
-                .expect("R is ()"))
-        }
-        _ if slot != NOTHING && kind().type_id == TypeId::of::<R>() => {
-            // SAFETY: `slot` is the address of an `Option<R>` (the type ids match) in
-            // the sender's frame. The sender is suspended inside `switch` or `finish`
-            // and touches the slot again only after it runs again, which needs a
-            // switch by a fiber that is running, which can only be after this returns;
-            // `_settle`, which may unwind or free the sender, runs after this too.
-            let value = unsafe { (*slot.cast::<Option<R>>()).take() };
-            Ok(value.expect("a posted value is taken once"))
-        }
-        _ => {
-            let &Kind { type_name: found, discard, .. } = kind();
-            if slot != NOTHING {
-                // SAFETY: as above, `slot` is an untouched `Option` of the posted type,
-                // which `discard` was made for. Dropped here, the sender's frame may be
-                // abandoned.
-                unsafe { discard(slot) };
-            }
-            Err(FiberError::TypeMismatch(Box::new(TypeMismatch { expected: type_name::<R>(), found: found() })))
-        }
+    if slot.is_null() {
+        return Err(ERROR.with(|e| e.borrow_mut().take()).expect("an error parcel has its error"));
     }
+    if slot == NOTHING {
+        return unit::<R>().ok_or_else(|| mismatch::<R>(UNIT));
+    }
+    let kind = st.parcel_kind.get();
+    if kind.type_id != TypeId::of::<R>() {
+        // SAFETY: `slot` is an untouched `Option` of the posted type, which `discard`
+        // was made for (the sender is suspended, as below). Dropped here, the sender's
+        // frame may be abandoned.
+        unsafe { (kind.discard)(slot) };
+        return Err(mismatch::<R>(kind));
+    }
+    // SAFETY: `slot` is the address of an `Option<R>` (the type ids match) in the
+    // sender's frame. The sender is suspended inside `switch` or `finish` and touches
+    // the slot again only after it runs again, which needs a switch by a fiber that is
+    // running, which can only be after this returns; `_settle`, which may unwind or
+    // free the sender, runs after this too.
+    let value = unsafe { (*slot.cast::<Option<R>>()).take() };
+    Ok(value.expect("a posted value is taken once"))
+}
+
+/// `()` as an `R`, when `R` is `()` (what a [`NOTHING`] parcel delivers).
+#[inline(always)]
+fn unit<R: 'static>() -> Option<R> {
+    let mut unit = Some(());
+    (&mut unit as &mut dyn std::any::Any).downcast_mut::<Option<R>>().and_then(Option::take)
+}
+
+#[cold]
+fn mismatch<R>(found: &Kind) -> FiberError {
+    FiberError::TypeMismatch(Box::new(TypeMismatch { expected: type_name::<R>(), found: (found.type_name)() }))
 }
 
 /// Lets go of the fiber that switched here (`handed_off`) and reaps a finished
