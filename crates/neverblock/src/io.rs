@@ -97,6 +97,7 @@ pub(crate) fn park_on_fd(s: &Scheduler, fd: RawFd, interest: Interest, deadline:
 #[cfg(test)]
 mod tests {
     use std::io::{Read, Write};
+    use std::rc::Rc;
     use std::time::Duration;
 
     use crate::net::UnixStream;
@@ -106,10 +107,17 @@ mod tests {
         scheduler::current().expect("inside run").reactor.has_timers()
     }
 
+    fn fd_waiters_pending() -> bool {
+        scheduler::current().expect("inside run").reactor.has_fd_waiters()
+    }
+
     #[test]
-    fn a_socket_wait_under_a_timeout_leaves_no_timer_however_it_ends() {
+    fn a_socket_wait_under_a_timeout_leaves_no_timer_and_no_fd_waiter_however_it_ends() {
         crate::run(|| {
-            let (mut a, mut b) = UnixStream::pair().unwrap();
+            let (a, mut b) = UnixStream::pair().unwrap();
+            // Shared, so the cancelled reader does not close the socket (which would
+            // drop its registration and hide a wake-up left on it).
+            let a = Rc::new(a);
             a.set_read_timeout(Some(Duration::from_secs(3600))).unwrap();
             let writer = crate::spawn(move || {
                 crate::yield_now();
@@ -117,20 +125,23 @@ mod tests {
                 b
             });
             let mut byte = [0];
-            assert_eq!(a.read(&mut byte).unwrap(), 1, "the read parked, then the data came");
+            assert_eq!((&*a).read(&mut byte).unwrap(), 1, "the read parked, then the data came");
             assert!(!timers_pending(), "readiness ended the wait: its timer is gone");
 
             a.set_read_timeout(Some(Duration::from_millis(5))).unwrap();
-            let err = a.read(&mut byte).unwrap_err();
+            let err = (&*a).read(&mut byte).unwrap_err();
             assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
             assert!(!timers_pending(), "the timer that ended the wait is gone");
+            assert!(!fd_waiters_pending(), "a timed-out wait takes its wake-up off the fd");
 
             a.set_read_timeout(Some(Duration::from_secs(3600))).unwrap();
-            let reader = crate::spawn(move || a.read(&mut [0]).map(|_| ()));
+            let held = a.clone();
+            let reader = crate::spawn(move || (&*held).read(&mut [0]).map(|_| ()));
             crate::yield_now();
             reader.cancel();
             assert!(reader.join().is_err(), "cancelled while parked");
             assert!(!timers_pending(), "a cancelled wait takes its timer back");
+            assert!(!fd_waiters_pending(), "a cancelled wait takes its wake-up off the fd");
             drop(writer.join().unwrap());
         });
     }

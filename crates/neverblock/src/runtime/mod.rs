@@ -3,12 +3,12 @@
 //!
 //! [`run`] starts a runtime on the calling thread and runs a closure in its first
 //! fiber; [`spawn`] adds fibers. Each is a *task*, run on a reused worker fiber
-//! and switched to with `transfer`; a task that must wait leaves a wake-up with
-//! whatever it waits for (a timer, an fd, a `JoinHandle`) and transfers to the
-//! next runnable task, or to the root (the event loop) when none is runnable or
-//! every 61 switches. Tasks run in FIFO order; a task that [`yield_now`]s goes
-//! behind the timers that are due, and I/O is polled at least every 61 switches,
-//! so nothing starves.
+//! and switched to with the scheduler's own switch (no value, no Ruby rules to
+//! check); a task that must wait leaves a wake-up with whatever it waits for (a
+//! timer, an fd, a `JoinHandle`) and switches straight to the next runnable task,
+//! or to the root (the event loop) when none is runnable or every 61 switches.
+//! Tasks run in FIFO order; a task that [`yield_now`]s goes behind the timers that
+//! are due, and I/O is polled at least every 61 switches, so nothing starves.
 //!
 //! Inside a task, fibers may `resume` and `yield` as they please: a fiber a task
 //! resumed can park too, and is continued where it parked.
@@ -276,11 +276,7 @@ impl std::error::Error for Elapsed {}
 /// });
 /// ```
 pub fn timeout<T>(duration: Duration, f: impl FnOnce() -> T) -> Result<T, Elapsed> {
-    timeout_at(Instant::now() + duration, f)
-}
-
-/// [`timeout`] with its deadline given as an instant.
-fn timeout_at<T>(deadline: Instant, f: impl FnOnce() -> T) -> Result<T, Elapsed> {
+    let deadline = Instant::now() + duration;
     let Some(s) = scheduler::in_task() else {
         let value = f();
         return if Instant::now() > deadline { Err(Elapsed) } else { Ok(value) };

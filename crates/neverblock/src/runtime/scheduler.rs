@@ -252,8 +252,7 @@ impl Scheduler {
             },
             true,
         );
-        let Some(key) = timer.1.take() else { return woken };
-        let fired = !self.reactor.cancel_timer(key);
+        let fired = timer.1.take().is_some_and(|key| !self.reactor.cancel_timer(key));
         if fired {
             Woken::TimedOut
         } else {

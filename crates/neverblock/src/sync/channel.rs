@@ -75,8 +75,9 @@ struct State<T> {
     receivers_waiting: WaitList,
     /// Senders waiting for room in a full channel.
     senders_waiting: WaitList,
-    /// The rendezvous sender whose value is queued, waiting for it to be taken. A
-    /// rendezvous channel holds one value at most (`full` at one), so one sender.
+    /// The rendezvous sender whose value is queued, waiting for it to be taken (or
+    /// a stale one that gave up). A rendezvous channel holds one value at most
+    /// (`full` at one), so one sender.
     delivering: Option<Waiter>,
 }
 
@@ -152,7 +153,14 @@ impl<T> Sender<T> {
         let taken = &self.shared.taken;
         let mine = taken.load(Ordering::Relaxed) + state.queue.len() as u64;
         loop {
-            if self.wait_delivered(state, mine) == Woken::TimedOut {
+            // A sender that gives up (a timeout, a cancel) leaves its waiter in the
+            // slot: waking it later finds the task on a later turn and does nothing,
+            // and the next rendezvous sender's waiter replaces it.
+            let woken = waiter::wait(|w| {
+                let mut state = state;
+                state.delivering = Some(w);
+            });
+            if woken == Woken::TimedOut {
                 return Ok(()); // the value is queued; it will still be received
             }
             if taken.load(Ordering::Acquire) >= mine {
@@ -163,30 +171,6 @@ impl<T> Sender<T> {
                 return Ok(());
             }
         }
-    }
-
-    /// Waits in the `delivering` slot until woken. On a timeout, or when the fiber is
-    /// cancelled, it empties the slot if value number `mine` is still queued (once
-    /// taken, the slot was emptied by the receiver, and may hold the next sender).
-    fn wait_delivered(&self, state: StateGuard<'_, State<T>>, mine: u64) -> Woken {
-        struct Leave<'a, T>(&'a Shared<T>, u64);
-        impl<T> Drop for Leave<'_, T> {
-            fn drop(&mut self) {
-                let mut state = lock(&self.0.state);
-                if self.0.taken.load(Ordering::Relaxed) < self.1 {
-                    state.delivering = None;
-                }
-            }
-        }
-        let leave = Leave(&self.shared, mine);
-        let woken = waiter::wait(|w| {
-            let mut state = state;
-            state.delivering = Some(w);
-        });
-        if woken == Woken::Ready {
-            std::mem::forget(leave);
-        }
-        woken
     }
 
     /// Waits while the channel is full and its receiver is there; `None` when a

@@ -2,6 +2,8 @@
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use neverblock::sync::{bounded, oneshot, unbounded, Mutex, Notify, RecvError, Semaphore, SendError, WaitGroup};
@@ -149,14 +151,27 @@ fn a_rendezvous_sender_that_gives_up_leaves_its_value_to_be_received() {
 #[test]
 fn rendezvous_senders_on_other_threads_each_wait_for_their_value() {
     let (tx, rx) = bounded(0);
+    let receiving = Arc::new(AtomicBool::new(false));
     let senders: Vec<_> = (0..4)
         .map(|t| {
-            let tx = tx.clone();
-            std::thread::spawn(move || (0..200).for_each(|i| tx.send(t * 1000 + i).unwrap()))
+            let (tx, receiving) = (tx.clone(), receiving.clone());
+            std::thread::spawn(move || {
+                for i in 0..200 {
+                    tx.send(t * 1000 + i).unwrap();
+                    assert!(receiving.load(Ordering::SeqCst), "a rendezvous send returned before any receive");
+                }
+            })
         })
         .collect();
     drop(tx);
-    let got = run(move || std::iter::from_fn(|| rx.recv().ok()).collect::<Vec<_>>());
+    // Let the senders block first; the assertion holds however the threads run.
+    #[allow(clippy::disallowed_methods)] // no runtime on this thread yet: blocking it is the point
+    std::thread::sleep(Duration::from_millis(20));
+    let got = run(move || {
+        receiving.store(true, Ordering::SeqCst);
+        let next = || timeout(Duration::from_secs(10), || rx.recv()).expect("no wake-up is lost").ok();
+        std::iter::from_fn(next).collect::<Vec<_>>()
+    });
     senders.into_iter().for_each(|t| t.join().unwrap());
     for t in 0..4 {
         let mine: Vec<_> = got.iter().copied().filter(|v| v / 1000 == t).collect();
