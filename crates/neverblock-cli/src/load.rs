@@ -1,9 +1,10 @@
 //! A closed-loop load generator: `concurrency` fibers, spread over the runtime's
 //! threads, each sending its next GET as soon as its last one is answered.
 //!
-//! Per request, a fiber touches only its own thread's state: request numbers are
-//! claimed from the shared counter a batch at a time, and answers are tallied per
-//! thread, merged at the end.
+//! The generator's own bookkeeping per request touches only the fiber's thread:
+//! request numbers are claimed from the shared counter a batch at a time, and
+//! answers are tallied per thread, merged at the end. (The shared `Client` still
+//! takes its pool's locks for each request.)
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;

@@ -40,6 +40,20 @@ fn fiber_chain_with_peers_reports_ratios_to_neverblock() {
 }
 
 #[test]
+fn spawn_join_peer_rows_report_their_ratio_to_neverblock() {
+    let (ok, stdout, stderr) = neverblock(&["bench", "spawn-join", "--n", "2000", "--json", "--peers"]);
+    assert!(ok, "{stderr}");
+    let rows = rows(&stdout);
+    let go_installed = std::process::Command::new("go").arg("version").output().is_ok_and(|o| o.status.success());
+    assert_eq!(rows.iter().any(|r| r["impl"] == "go"), go_installed, "{stderr}");
+    for row in rows.iter().filter(|r| r["impl"] != "neverblock") {
+        assert!(row["metrics"]["vs_neverblock_ratio"].as_f64().is_some_and(|r| r > 0.0), "{row}");
+        let (best, slowest) = (&row["metrics"]["per_fiber_ns"], &row["metrics"]["slowest_per_fiber_ns"]);
+        assert!(best.as_f64().unwrap() <= slowest.as_f64().unwrap(), "{row}");
+    }
+}
+
+#[test]
 fn fiber_chain_max_stops_at_the_cap_and_reports_memory() {
     let (ok, stdout, stderr) = neverblock(&["bench", "fiber-chain", "--max", "--t", "1000", "--cap", "3000", "--json"]);
     assert!(ok, "{stderr}");

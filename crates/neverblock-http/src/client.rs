@@ -328,11 +328,10 @@ impl Client {
         let set = tcp.set_read_timeout(Some(timeout)).and_then(|()| tcp.set_write_timeout(Some(timeout)));
         set.map_err(|e| Attempt::Failed(Error::io("set socket timeouts", e)))?;
         if let Err(e) = conn.send_request(head, body) {
-            return Err(match e.kind() {
-                _ if wire::is_disconnect(&e) => {
-                    Attempt::Stale(format!("{url}: the connection closed while sending the request: {e}"))
-                }
-                _ => Attempt::Failed(Error::io(&format!("send to {url}"), e)),
+            return Err(if wire::is_disconnect(&e) {
+                Attempt::Stale(format!("{url}: the connection closed while sending the request: {e}"))
+            } else {
+                Attempt::Failed(Error::io(&format!("send to {url}"), e))
             });
         }
         match wire::read_response(&mut conn, head.method == "HEAD", &self.inner.limits) {

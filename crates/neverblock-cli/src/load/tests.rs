@@ -6,7 +6,8 @@ use super::*;
 fn threads_claiming_in_batches_claim_every_request_once() {
     for total in [0, 1, BATCH - 1, BATCH, BATCH + 1, 10 * BATCH + 7] {
         let next = Arc::new(AtomicUsize::new(0));
-        let threads = [Claims::new(next.clone(), total, 2, 1), Claims::new(next.clone(), total, 2, 1)];
+        // Two threads of BATCH fibers each: batches of up to BATCH, cut short at the end.
+        let threads = [Claims::new(next.clone(), total, 2, BATCH), Claims::new(next.clone(), total, 2, BATCH)];
         let mut claimed = 0;
         // The threads take turns, three claims each, until neither gets one.
         loop {
@@ -31,6 +32,12 @@ fn with_a_fiber_per_request_each_claim_is_one_request() {
     let many = Claims::new(Arc::new(AtomicUsize::new(0)), 500_000, 128, 64);
     assert!(many.claim());
     assert_eq!(many.next.load(Ordering::Relaxed), BATCH, "a long run still claims in full batches");
+    for _ in 1..BATCH {
+        assert!(many.claim());
+    }
+    assert_eq!(many.next.load(Ordering::Relaxed), BATCH, "the rest of a batch is served from the thread's hand");
+    assert!(many.claim());
+    assert_eq!(many.next.load(Ordering::Relaxed), 2 * BATCH, "then the next batch is claimed");
 }
 
 #[test]
