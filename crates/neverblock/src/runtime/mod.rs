@@ -43,6 +43,8 @@
 
 mod blocking;
 mod remote;
+#[allow(unsafe_code)]
+mod running;
 pub(crate) mod scheduler;
 mod task;
 mod threads;

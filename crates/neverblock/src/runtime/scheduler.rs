@@ -14,6 +14,7 @@ use std::time::Instant;
 
 use slab::Slab;
 
+use super::running;
 use super::task::Job;
 use crate::fiber::{self, inherited_now, Fiber, Inherited, PanicPayload, StackError};
 use crate::reactor::timer::TimerKey;
@@ -105,27 +106,20 @@ pub(crate) struct Scheduler {
     load: Arc<AtomicUsize>,
 }
 
-thread_local! {
-    static CONTEXT: RefCell<Option<Rc<Scheduler>>> = const { RefCell::new(None) };
-}
-
 /// The scheduler of this thread, when the calling code runs in one of its tasks.
 pub(crate) fn in_task() -> Option<Rc<Scheduler>> {
-    CONTEXT.try_with(|c| c.borrow().clone()).ok().flatten().filter(|s| s.current.get().is_some())
+    running::get(true)
 }
 
 /// The scheduler of this thread, if a runtime runs on it.
 pub(crate) fn current() -> Option<Rc<Scheduler>> {
-    CONTEXT.try_with(|c| c.borrow().clone()).ok().flatten()
+    running::get(false)
 }
 
 /// Wakes a task of the runtime `scheduler`: directly on its own thread, through
 /// its remote queue from any other (nothing, if that runtime has ended).
 pub(crate) fn wake_on(scheduler: u64, wake: Wake) {
-    let woken_here = CONTEXT
-        .try_with(|c| c.borrow().as_ref().filter(|s| s.id() == scheduler).map(|s| s.wake(wake)).is_some())
-        .unwrap_or(false);
-    if !woken_here {
+    if !running::wake_if_here(scheduler, |s| s.wake(wake)) {
         wake_remote(scheduler, wake);
     }
 }
@@ -159,14 +153,7 @@ impl Scheduler {
 
     /// Makes `self` this thread's scheduler until the guard drops.
     pub(crate) fn enter(self: &Rc<Self>) -> impl Drop {
-        struct Exit;
-        impl Drop for Exit {
-            fn drop(&mut self) {
-                let _ = CONTEXT.try_with(|c| c.borrow_mut().take());
-            }
-        }
-        CONTEXT.with(|c| *c.borrow_mut() = Some(self.clone()));
-        Exit
+        running::enter(self)
     }
 
     /// This scheduler's number: unique in the process, never reused (its reactor's).

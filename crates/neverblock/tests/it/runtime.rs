@@ -436,3 +436,15 @@ fn the_scheduler_refuses_to_continue_a_task_at_a_fiber_that_has_since_finished()
     let message = payload.downcast_ref::<String>().cloned().unwrap_or_default();
     assert!(message.contains("dead fiber called"), "{message}");
 }
+
+#[test]
+fn a_worker_fiber_carried_out_of_run_and_continued_after_it_ended_is_refused_cleanly() {
+    // A task's worker, its handle carried out of `run`, outlives the runtime parked
+    // in the scheduler's switch. Continuing it then must reach no freed scheduler
+    // (the AddressSanitizer run would see it) and must not take up a task.
+    let worker = run(|| spawn(Fiber::<()>::current).join().unwrap());
+    let refused = worker.transfer(()).expect_err("a worker outside its runtime has no task to run");
+    assert!(refused.to_string().contains("a worker is switched to for a task"), "{refused}");
+    // The thread can run a runtime again.
+    assert_eq!(run(|| spawn(|| 7).join().unwrap()), 7);
+}

@@ -1,0 +1,119 @@
+//! UNSAFE: which scheduler runs on this thread, found in one load.
+//!
+//! Every park and every wake asks for it, so it is kept twice: the thread-local
+//! that owns it, and a plain pointer to it in a `const` thread-local without a
+//! destructor, which a read reaches with no lazy-initialisation check and no
+//! borrow flag (together about twenty instructions a lookup, and four lookups a
+//! channel ping-pong round trip). The pointer is set while the owner holds the
+//! scheduler and cleared before the owner lets go of it.
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use super::scheduler::Scheduler;
+
+thread_local! {
+    /// Holds this thread's scheduler from `enter` until its guard drops.
+    static OWNER: Cell<Option<Rc<Scheduler>>> = const { Cell::new(None) };
+    /// The scheduler `OWNER` holds, or null.
+    static RUNNING: Cell<*const Scheduler> = const { Cell::new(std::ptr::null()) };
+}
+
+/// Makes `scheduler` this thread's until the guard drops.
+pub(super) fn enter(scheduler: &Rc<Scheduler>) -> impl Drop {
+    struct Exit;
+    impl Drop for Exit {
+        fn drop(&mut self) {
+            // The pointer goes first: nothing may reach the scheduler through it once
+            // the owner's count is gone.
+            RUNNING.set(std::ptr::null());
+            let _ = OWNER.try_with(Cell::take);
+        }
+    }
+    OWNER.set(Some(scheduler.clone()));
+    RUNNING.set(Rc::as_ptr(scheduler));
+    Exit
+}
+
+/// This thread's scheduler, if a runtime runs on it; `running_task` asks for it
+/// only when it is running a task.
+#[inline(always)]
+pub(super) fn get(running_task: bool) -> Option<Rc<Scheduler>> {
+    let scheduler = borrow()?;
+    if running_task && scheduler.current_task().is_none() {
+        return None;
+    }
+    let ptr: *const Scheduler = scheduler;
+    // SAFETY: `ptr` is `RUNNING`, which `enter` took from the `Rc` that `OWNER` holds and
+    // clears before `OWNER` lets go of it: the allocation is alive with a strong count
+    // of at least one, so adding the count that `from_raw` takes over is sound.
+    unsafe {
+        Rc::increment_strong_count(ptr);
+        Some(Rc::from_raw(ptr))
+    }
+}
+
+/// Runs `wake` on this thread's scheduler when it is the one numbered `id`;
+/// false when it is not (or no runtime runs here).
+#[inline(always)]
+pub(super) fn wake_if_here(id: u64, wake: impl FnOnce(&Scheduler)) -> bool {
+    match borrow() {
+        Some(scheduler) if scheduler.id() == id => {
+            wake(scheduler);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// This thread's scheduler, borrowed for a call that does not switch fibers.
+/// Private: a borrow kept across a switch could outlive the runtime, in a fiber
+/// someone continues after it has ended, where an `Rc` from [`get`] keeps it alive.
+#[inline(always)]
+fn borrow<'a>() -> Option<&'a Scheduler> {
+    let ptr = RUNNING.get();
+    // SAFETY: non-null, `ptr` points into the `Rc` that `OWNER` holds (see `get`). The two
+    // callers use the reference only for calls that return without switching fibers;
+    // `OWNER` lets go of it only when `enter`'s guard drops, which happens on the root
+    // fiber, after `RUNNING` is null: so not while such a call runs, on any fiber.
+    unsafe { ptr.as_ref() }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+    use std::rc::Rc;
+
+    use super::{enter, get, wake_if_here};
+    use crate::runtime::scheduler::Scheduler;
+
+    #[test]
+    fn the_scheduler_is_this_threads_until_the_guard_drops_and_no_count_is_left_behind() {
+        let scheduler = Rc::new(Scheduler::new().unwrap());
+        assert!(get(false).is_none());
+        let guard = enter(&scheduler);
+        let found = get(false).expect("entered");
+        assert!(Rc::ptr_eq(&found, &scheduler));
+        assert_eq!(Rc::strong_count(&scheduler), 3, "ours, the owner's and the one found");
+        drop(found);
+        assert!(get(true).is_none(), "no task runs on the root");
+        drop(guard);
+        assert!(get(false).is_none());
+        assert_eq!(Rc::strong_count(&scheduler), 1);
+    }
+
+    #[test]
+    fn a_wake_runs_only_on_the_scheduler_it_names() {
+        let woken = Cell::new(0);
+        assert!(!wake_if_here(1, |_| woken.set(woken.get() + 1)), "no runtime here");
+        let scheduler = Rc::new(Scheduler::new().unwrap());
+        let _guard = enter(&scheduler);
+        assert!(!wake_if_here(scheduler.id() + 1, |_| woken.set(woken.get() + 1)));
+        assert_eq!(woken.get(), 0);
+        assert!(wake_if_here(scheduler.id(), |s| {
+            assert!(std::ptr::eq(s, &*scheduler));
+            woken.set(woken.get() + 1);
+        }));
+        assert_eq!(woken.get(), 1);
+    }
+}
