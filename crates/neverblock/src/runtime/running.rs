@@ -3,9 +3,8 @@
 //! Every park and every wake asks for it, so it is kept twice: the thread-local
 //! that owns it, and a plain pointer to it in a `const` thread-local without a
 //! destructor, which a read reaches with no lazy-initialisation check and no
-//! borrow flag (together about twenty instructions a lookup, and four lookups a
-//! channel ping-pong round trip). The pointer is set while the owner holds the
-//! scheduler and cleared before the owner lets go of it.
+//! borrow flag. The pointer is set while the owner holds the scheduler and
+//! cleared before the owner lets go of it.
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -54,7 +53,8 @@ pub(super) fn get(running_task: bool) -> Option<Rc<Scheduler>> {
 }
 
 /// Runs `wake` on this thread's scheduler when it is the one numbered `id`;
-/// false when it is not (or no runtime runs here).
+/// false when it is not (or no runtime runs here). `wake` only queues work and
+/// never switches fibers: it borrows the scheduler without a count.
 #[inline(always)]
 pub(super) fn wake_if_here(id: u64, wake: impl FnOnce(&Scheduler)) -> bool {
     match borrow() {
