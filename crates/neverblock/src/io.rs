@@ -131,7 +131,6 @@ mod tests {
             a.set_read_timeout(Some(Duration::from_millis(5))).unwrap();
             let err = (&*a).read(&mut byte).unwrap_err();
             assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
-            assert!(!timers_pending(), "the timer that ended the wait is gone");
             assert!(!fd_waiters_pending(), "a timed-out wait takes its wake-up off the fd");
 
             a.set_read_timeout(Some(Duration::from_secs(3600))).unwrap();

@@ -10,6 +10,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 use super::scheduler::Scheduler;
+use crate::reactor::Wake;
 
 thread_local! {
     /// Holds this thread's scheduler from `enter` until its guard drops.
@@ -52,14 +53,14 @@ pub(super) fn get(running_task: bool) -> Option<Rc<Scheduler>> {
     }
 }
 
-/// Runs `wake` on this thread's scheduler when it is the one numbered `id`;
-/// false when it is not (or no runtime runs here). `wake` only queues work and
-/// never switches fibers: it borrows the scheduler without a count.
+/// Hands `wake` to this thread's scheduler when it is the one numbered `id`;
+/// false when it is not (or no runtime runs here). `Scheduler::wake` only queues
+/// work and never switches fibers, so the scheduler is borrowed without a count.
 #[inline(always)]
-pub(super) fn wake_if_here(id: u64, wake: impl FnOnce(&Scheduler)) -> bool {
+pub(super) fn wake_if_here(id: u64, wake: Wake) -> bool {
     match borrow() {
         Some(scheduler) if scheduler.id() == id => {
-            wake(scheduler);
+            scheduler.wake(wake);
             true
         }
         _ => false,
@@ -73,7 +74,8 @@ pub(super) fn wake_if_here(id: u64, wake: impl FnOnce(&Scheduler)) -> bool {
 fn borrow<'a>() -> Option<&'a Scheduler> {
     let ptr = RUNNING.get();
     // SAFETY: non-null, `ptr` points into the `Rc` that `OWNER` holds (see `get`). The two
-    // callers use the reference only for calls that return without switching fibers;
+    // callers use the reference only for calls that return without switching fibers
+    // (a task-state read, `Scheduler::wake`);
     // `OWNER` lets go of it only when `enter`'s guard drops, which happens on the root
     // fiber, after `RUNNING` is null: so not while such a call runs, on any fiber.
     unsafe { ptr.as_ref() }
@@ -81,10 +83,10 @@ fn borrow<'a>() -> Option<&'a Scheduler> {
 
 #[cfg(test)]
 mod tests {
-    use std::cell::Cell;
     use std::rc::Rc;
 
     use super::{enter, get, wake_if_here};
+    use crate::reactor::Wake;
     use crate::runtime::scheduler::Scheduler;
 
     #[test]
@@ -103,17 +105,12 @@ mod tests {
     }
 
     #[test]
-    fn a_wake_runs_only_on_the_scheduler_it_names() {
-        let woken = Cell::new(0);
-        assert!(!wake_if_here(1, |_| woken.set(woken.get() + 1)), "no runtime here");
+    fn a_wake_is_taken_only_by_the_scheduler_it_names() {
+        let wake = Wake { task: 1, park: 1 };
+        assert!(!wake_if_here(1, wake), "no runtime here");
         let scheduler = Rc::new(Scheduler::new().unwrap());
         let _guard = enter(&scheduler);
-        assert!(!wake_if_here(scheduler.id() + 1, |_| woken.set(woken.get() + 1)));
-        assert_eq!(woken.get(), 0);
-        assert!(wake_if_here(scheduler.id(), |s| {
-            assert!(std::ptr::eq(s, &*scheduler));
-            woken.set(woken.get() + 1);
-        }));
-        assert_eq!(woken.get(), 1);
+        assert!(!wake_if_here(scheduler.id() + 1, wake), "another runtime's wake is not this one's");
+        assert!(wake_if_here(scheduler.id(), wake));
     }
 }

@@ -119,7 +119,7 @@ pub(crate) fn current() -> Option<Rc<Scheduler>> {
 /// Wakes a task of the runtime `scheduler`: directly on its own thread, through
 /// its remote queue from any other (nothing, if that runtime has ended).
 pub(crate) fn wake_on(scheduler: u64, wake: Wake) {
-    if !running::wake_if_here(scheduler, |s| s.wake(wake)) {
+    if !running::wake_if_here(scheduler, wake) {
         wake_remote(scheduler, wake);
     }
 }

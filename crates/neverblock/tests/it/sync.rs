@@ -2,7 +2,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -152,13 +152,16 @@ fn a_rendezvous_sender_that_gives_up_leaves_its_value_to_be_received() {
 fn rendezvous_senders_on_other_threads_each_wait_for_their_value() {
     let (tx, rx) = bounded(0);
     let receiving = Arc::new(AtomicBool::new(false));
+    // Sends returned so far, per sender thread.
+    let returned: Arc<[AtomicUsize; 4]> = Arc::new(Default::default());
     let senders: Vec<_> = (0..4)
         .map(|t| {
-            let (tx, receiving) = (tx.clone(), receiving.clone());
+            let (tx, receiving, returned) = (tx.clone(), receiving.clone(), returned.clone());
             std::thread::spawn(move || {
                 for i in 0..200 {
                     tx.send(t * 1000 + i).unwrap();
                     assert!(receiving.load(Ordering::SeqCst), "a rendezvous send returned before any receive");
+                    returned[t].fetch_add(1, Ordering::SeqCst);
                 }
             })
         })
@@ -169,7 +172,13 @@ fn rendezvous_senders_on_other_threads_each_wait_for_their_value() {
     std::thread::sleep(Duration::from_millis(20));
     let got = run(move || {
         receiving.store(true, Ordering::SeqCst);
-        let next = || timeout(Duration::from_secs(10), || rx.recv()).expect("no wake-up is lost").ok();
+        let next = || {
+            let v = timeout(Duration::from_secs(10), || rx.recv()).expect("no wake-up is lost").ok()?;
+            // Send i may have returned once its value was taken, send i + 1 not before the next receive.
+            let (t, i) = (v / 1000, v % 1000);
+            assert!(returned[t].load(Ordering::SeqCst) <= i + 1, "sender {t}'s send {} returned untaken", i + 1);
+            Some(v)
+        };
         std::iter::from_fn(next).collect::<Vec<_>>()
     });
     senders.into_iter().for_each(|t| t.join().unwrap());
