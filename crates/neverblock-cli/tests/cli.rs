@@ -54,6 +54,23 @@ fn spawn_join_peer_rows_report_their_ratio_to_neverblock() {
 }
 
 #[test]
+fn a_run_with_peers_removes_the_peer_programs_it_built() {
+    let child = Command::new(env!("CARGO_BIN_EXE_neverblock"))
+        .args(["bench", "channel-ping-pong", "--n", "1000", "--json", "--peers"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run neverblock");
+    let dir = std::env::temp_dir().join(format!("neverblock-peers-{}", child.id()));
+    let out = child.wait_with_output().expect("wait for neverblock");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let go_ran = rows(&String::from_utf8_lossy(&out.stdout)).iter().any(|r| r["impl"] == "go");
+    let go_installed = Command::new("go").arg("version").output().is_ok_and(|o| o.status.success());
+    assert_eq!(go_ran, go_installed, "the Go peer (built into {}) runs when Go is installed", dir.display());
+    assert!(!dir.exists(), "{} is left behind", dir.display());
+}
+
+#[test]
 fn fiber_chain_max_stops_at_the_cap_and_reports_memory() {
     let (ok, stdout, stderr) = neverblock(&["bench", "fiber-chain", "--max", "--t", "1000", "--cap", "3000", "--json"]);
     assert!(ok, "{stderr}");

@@ -130,10 +130,29 @@ fn installed(program: &str, version_flag: &str) -> bool {
 }
 
 /// A private directory for this process's peer sources and binaries.
+fn work_dir_path() -> PathBuf {
+    std::env::temp_dir().join(format!("neverblock-peers-{}", std::process::id()))
+}
+
 fn work_dir() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("neverblock-peers-{}", std::process::id()));
+    let dir = work_dir_path();
     std::fs::create_dir_all(&dir).expect("create a temporary directory for the peers");
     dir
+}
+
+/// Removes this process's peer directory (sources and built binaries) when
+/// dropped, however the benchmark run ends.
+pub(crate) struct WorkDirCleanup;
+
+impl Drop for WorkDirCleanup {
+    fn drop(&mut self) {
+        match std::fs::remove_dir_all(work_dir_path()) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                eprintln!("note: could not remove {}: {e}", work_dir_path().display());
+            }
+            _ => {}
+        }
+    }
 }
 
 fn write_source(name: &str, source: &str) -> PathBuf {
