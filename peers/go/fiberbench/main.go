@@ -161,6 +161,9 @@ func spawnJoin(n int) {
 		map[string]float64{"total_s": best.Seconds(), "per_fiber_ns": float64(best.Nanoseconds()) / float64(n)})
 }
 
+// pingPongRuns is how many timed runs pingPong takes the fastest of, as neverblock does.
+const pingPongRuns = 3
+
 // pingPong: two goroutines bounce a counter over unbuffered channels.
 func pingPong(n int) {
 	once := func(rounds int) time.Duration {
@@ -181,9 +184,12 @@ func pingPong(n int) {
 		return elapsed
 	}
 	once(n / 10)
-	elapsed := once(n)
+	best := once(n)
+	for i := 1; i < pingPongRuns; i++ {
+		best = min(best, once(n))
+	}
 	emit("channel-ping-pong", map[string]int{"n": n},
-		map[string]float64{"total_s": elapsed.Seconds(), "round_trip_ns": float64(elapsed.Nanoseconds()) / float64(n)})
+		map[string]float64{"total_s": best.Seconds(), "round_trip_ns": float64(best.Nanoseconds()) / float64(n)})
 }
 
 // rss reads this process's resident memory from /proc, as neverblock does.
