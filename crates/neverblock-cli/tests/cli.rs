@@ -56,7 +56,7 @@ fn spawn_join_peer_rows_report_their_ratio_to_neverblock() {
 #[test]
 fn a_run_with_peers_removes_the_peer_programs_it_built() {
     let child = Command::new(env!("CARGO_BIN_EXE_neverblock"))
-        .args(["bench", "channel-ping-pong", "--n", "1000", "--json", "--peers"])
+        .args(["bench", "fiber-switch", "--t", "10", "--n", "50", "--json", "--peers"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -64,9 +64,12 @@ fn a_run_with_peers_removes_the_peer_programs_it_built() {
     let dir = std::env::temp_dir().join(format!("neverblock-peers-{}", child.id()));
     let out = child.wait_with_output().expect("wait for neverblock");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let go_ran = rows(&String::from_utf8_lossy(&out.stdout)).iter().any(|r| r["impl"] == "go");
-    let go_installed = Command::new("go").arg("version").output().is_ok_and(|o| o.status.success());
-    assert_eq!(go_ran, go_installed, "the Go peer (built into {}) runs when Go is installed", dir.display());
+    // Ruby's script and Go's binary are written into `dir`: each runs when installed.
+    let rows = rows(&String::from_utf8_lossy(&out.stdout));
+    for (peer, version) in [("ruby", "--version"), ("go", "version")] {
+        let installed = Command::new(peer).arg(version).output().is_ok_and(|o| o.status.success());
+        assert_eq!(rows.iter().any(|r| r["impl"] == peer), installed, "{peer}, run from {}", dir.display());
+    }
     assert!(!dir.exists(), "{} is left behind", dir.display());
 }
 

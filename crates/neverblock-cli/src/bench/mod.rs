@@ -53,7 +53,7 @@ fn status_bytes(key: &str) -> Option<u64> {
 
 impl Bench {
     pub(crate) fn run(self) -> anyhow::Result<()> {
-        let _peers = peers::WorkDirCleanup;
+        let _cleanup = peers::WorkDirCleanup;
         match self {
             Bench::FiberChain(args) => fiber_chain::run(args),
             Bench::FiberSwitch(args) => fiber_switch::run(args),

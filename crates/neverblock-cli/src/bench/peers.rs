@@ -129,11 +129,12 @@ fn installed(program: &str, version_flag: &str) -> bool {
     Command::new(program).arg(version_flag).output().is_ok_and(|o| o.status.success())
 }
 
-/// A private directory for this process's peer sources and binaries.
+/// Where this process's peer sources and binaries go.
 fn work_dir_path() -> PathBuf {
     std::env::temp_dir().join(format!("neverblock-peers-{}", std::process::id()))
 }
 
+/// This process's peer directory, made if it is not there yet.
 fn work_dir() -> PathBuf {
     let dir = work_dir_path();
     std::fs::create_dir_all(&dir).expect("create a temporary directory for the peers");
@@ -141,7 +142,7 @@ fn work_dir() -> PathBuf {
 }
 
 /// Removes this process's peer directory (sources and built binaries) when
-/// dropped, however the benchmark run ends.
+/// dropped: when the benchmark returns, fails or panics (not on a signal).
 pub(crate) struct WorkDirCleanup;
 
 impl Drop for WorkDirCleanup {

@@ -65,6 +65,9 @@ pub(crate) struct SleepersArgs {
 /// Go peer processes behind the spawn-join and ping-pong baselines (see `peers::run_go_best`).
 const GO_PROCESSES: usize = 3;
 
+/// Timed spawn-join runs, the fastest reported; Go's peer takes the fastest of as many.
+const SPAWN_JOIN_RUNS: usize = 5;
+
 /// Timed ping-pong runs, the fastest reported; Go's peer takes the fastest of as many.
 const PING_PONG_RUNS: usize = 3;
 
@@ -79,7 +82,7 @@ pub(crate) fn spawn_join(args: SpawnJoinArgs) -> anyhow::Result<()> {
             start.elapsed()
         };
         once();
-        (0..5).map(|_| once()).min().expect("five runs")
+        (0..SPAWN_JOIN_RUNS).map(|_| once()).min().expect("at least one run")
     });
     let mut rows = vec![Row::new("spawn-join", "neverblock", json!({"n": n}))
         .metric("total_s", elapsed.as_secs_f64())
