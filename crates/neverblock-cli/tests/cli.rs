@@ -9,6 +9,11 @@ fn neverblock(args: &[&str]) -> (bool, String, String) {
     (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
 }
 
+/// Whether `program` runs here (`program version_flag` succeeds).
+fn installed(program: &str, version_flag: &str) -> bool {
+    Command::new(program).arg(version_flag).output().is_ok_and(|o| o.status.success())
+}
+
 fn rows(stdout: &str) -> Vec<Value> {
     stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"))).collect()
 }
@@ -44,8 +49,7 @@ fn spawn_join_peer_rows_report_their_ratio_to_neverblock() {
     let (ok, stdout, stderr) = neverblock(&["bench", "spawn-join", "--n", "2000", "--json", "--peers"]);
     assert!(ok, "{stderr}");
     let rows = rows(&stdout);
-    let go_installed = std::process::Command::new("go").arg("version").output().is_ok_and(|o| o.status.success());
-    assert_eq!(rows.iter().any(|r| r["impl"] == "go"), go_installed, "{stderr}");
+    assert_eq!(rows.iter().any(|r| r["impl"] == "go"), installed("go", "version"), "{stderr}");
     for row in rows.iter().filter(|r| r["impl"] != "neverblock") {
         assert!(row["metrics"]["vs_neverblock_ratio"].as_f64().is_some_and(|r| r > 0.0), "{row}");
         let (best, slowest) = (&row["metrics"]["per_fiber_ns"], &row["metrics"]["slowest_per_fiber_ns"]);
@@ -67,8 +71,8 @@ fn a_run_with_peers_removes_the_peer_programs_it_built() {
     // Ruby's script and Go's binary are written into `dir`: each runs when installed.
     let rows = rows(&String::from_utf8_lossy(&out.stdout));
     for (peer, version) in [("ruby", "--version"), ("go", "version")] {
-        let installed = Command::new(peer).arg(version).output().is_ok_and(|o| o.status.success());
-        assert_eq!(rows.iter().any(|r| r["impl"] == peer), installed, "{peer}, run from {}", dir.display());
+        let ran = rows.iter().any(|r| r["impl"] == peer);
+        assert_eq!(ran, installed(peer, version), "{peer}, run from {}", dir.display());
     }
     assert!(!dir.exists(), "{} is left behind", dir.display());
 }

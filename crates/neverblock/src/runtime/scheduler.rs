@@ -1,5 +1,5 @@
 //! One thread's scheduler: a FIFO run queue of tasks, run on reused worker
-//! fibers. A task that parks (or ends) transfers straight to the next runnable
+//! fibers. A task that parks (or ends) switches straight to the next runnable
 //! task, as Go's `schedule` does; the root fiber runs the event loop and is
 //! switched to only when nothing is runnable or every `POLL_EVERY` switches.
 
