@@ -33,6 +33,7 @@
 
 mod addr;
 mod nonblocking;
+mod send_file;
 mod serve;
 mod tcp;
 mod udp;

@@ -231,6 +231,52 @@ impl TcpStream {
         self.io.read_with(|s| s.peek(buf))
     }
 
+    /// Sends up to `len` bytes of `file`, from `offset`, with `sendfile(2)`: the
+    /// kernel copies them from the page cache to the socket, never through user
+    /// memory. Parks the calling fiber while the socket's buffer is full (under the
+    /// write timeout), and while a range not yet in the page cache is read into it
+    /// on the blocking pool, so a cold file never stalls the loop. Sends at most
+    /// 512 KiB a call, so one fast client does not hold its loop; call again for
+    /// the rest. Returns how many bytes were sent: 0 only when `len` is 0 or
+    /// `offset` is at or past the end of the file.
+    ///
+    /// # Errors
+    ///
+    /// As [`Write::write`] (`TimedOut` past the write timeout, `BrokenPipe`,
+    /// `ConnectionReset`); the file's read error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io::{Read, Write};
+    /// use neverblock::net::{TcpListener, TcpStream};
+    ///
+    /// let path = std::env::temp_dir().join(format!("send-file-doc-{}", std::process::id()));
+    /// std::fs::write(&path, b"hello, file").unwrap();
+    /// let file = std::fs::File::open(&path).unwrap();
+    /// neverblock::run(move || {
+    ///     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    ///     let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    ///     let (server, _) = listener.accept().unwrap();
+    ///     let (mut offset, end) = (7, file.metadata().unwrap().len());
+    ///     while offset < end {
+    ///         offset += server.send_file(&file, offset, (end - offset) as usize).unwrap() as u64;
+    ///     }
+    ///     drop(server);
+    ///     let mut got = String::new();
+    ///     client.read_to_string(&mut got).unwrap();
+    ///     assert_eq!(got, "file");
+    /// });
+    /// std::fs::remove_file(path).unwrap();
+    /// ```
+    pub fn send_file(&self, file: &std::fs::File, offset: u64, len: usize) -> io::Result<usize> {
+        let len = len.min(super::send_file::MAX_CHUNK);
+        if len > 0 && !super::send_file::is_cached(file, offset, len) {
+            super::send_file::warm(file, offset, len)?;
+        }
+        self.io.write_with(|s| super::send_file::send_once(s, file, offset, len))
+    }
+
     /// The pending socket error (`SO_ERROR`), cleared by reading it.
     ///
     /// # Errors

@@ -355,3 +355,36 @@ fn serve_survives_running_out_of_file_descriptors() {
     assert!(log.contains("accept failed: Too many open files"), "the exhaustion was reported: {log}");
     assert!(log.contains("accepting again"), "the recovery was reported: {log}");
 }
+
+#[test]
+fn send_file_streams_a_file_larger_than_the_socket_buffer_byte_for_byte() {
+    let path = std::env::temp_dir().join(format!("neverblock-send-file-{}", std::process::id()));
+    let content: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&path, &content).unwrap();
+    let file = std::fs::File::open(&path).unwrap();
+    let (received, calls) = run(move || {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        let reader = spawn(move || {
+            let mut got = Vec::new();
+            BufReader::new(client).read_to_end(&mut got).unwrap();
+            got
+        });
+        // From offset 1, so the offset is honoured and not taken from the file position.
+        let (mut offset, mut calls) = (1u64, 0);
+        let end = file.metadata().unwrap().len();
+        while offset < end {
+            let sent = server.send_file(&file, offset, (end - offset) as usize).unwrap();
+            assert!(sent > 0 && sent <= 512 * 1024, "each call sends a bounded, non-empty chunk: {sent}");
+            offset += sent as u64;
+            calls += 1;
+        }
+        assert_eq!(server.send_file(&file, end, 10).unwrap(), 0, "nothing past the end");
+        drop(server);
+        (reader.join().unwrap(), calls)
+    });
+    std::fs::remove_file(&path).unwrap();
+    assert!(calls >= 6, "3 MB in chunks of at most 512 KiB: {calls} calls");
+    assert!(received == content[1..], "the bytes arrive in order, unchanged");
+}
