@@ -620,7 +620,7 @@ fn finish<T: 'static>(st: &State, outcome: Result<T, FiberError>) -> ! {
     if st.unwinding() {
         if let Err(FiberError::Panicked(payload)) = &outcome {
             if !payload.is::<DropUnwind>() {
-                eprintln!("neverblock: a dropped fiber panicked while unwinding; the panic is discarded");
+                log::error!("a dropped fiber panicked while unwinding; the panic is discarded");
             }
         }
         drop(outcome);

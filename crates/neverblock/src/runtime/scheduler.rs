@@ -543,7 +543,7 @@ impl Scheduler {
             if let Some(id) = self.current.take() {
                 // The task handed control to the root without parking (a raw transfer):
                 // nothing will wake it (no wake-up carries its turn), so it stays parked for good.
-                eprintln!("neverblock: task {id} transferred to the scheduler without parking; it stays parked");
+                log::error!("task {id} transferred to the scheduler without parking; it stays parked");
             }
             if self.with_task(main, |_| ()).is_none() {
                 return Ok(());
