@@ -4,6 +4,8 @@ use std::any::Any;
 use std::fmt;
 use std::sync::Mutex;
 
+use crate::sync::poison::IgnorePoison;
+
 /// Why a [`resume`](super::Fiber::resume), [`transfer`](super::Fiber::transfer) or
 /// [`yield_now`](super::yield_now) did not switch, or what ended the fiber it switched to.
 ///
@@ -134,7 +136,7 @@ impl PanicPayload {
 
     /// The payload itself, to inspect or to continue the panic with `std::panic::resume_unwind`.
     pub fn into_inner(self) -> Box<dyn Any + Send> {
-        self.0.payload.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.0.payload.into_inner().ignore_poison()
     }
 
     /// Whether the payload is of type `T`.

@@ -9,6 +9,7 @@ use std::thread;
 use std::time::Duration;
 
 use super::waiter::{self, Waiter};
+use crate::sync::poison::IgnorePoison;
 
 /// Threads the pool may run at once; more work waits in line.
 pub const MAX_BLOCKING_THREADS: usize = 64;
@@ -57,7 +58,7 @@ pub fn spawn_blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static)
     let done = slot.clone();
     submit(Box::new(move || {
         let result = panic::catch_unwind(AssertUnwindSafe(f));
-        let mut slot = done.lock().unwrap_or_else(|p| p.into_inner());
+        let mut slot = done.lock().ignore_poison();
         slot.result = Some(result);
         if let Some(waiter) = slot.waiter.take() {
             drop(slot);
@@ -65,7 +66,7 @@ pub fn spawn_blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static)
         }
     }));
     loop {
-        let mut state = slot.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = slot.lock().ignore_poison();
         match state.result.take() {
             Some(Ok(value)) => return value,
             Some(Err(payload)) => panic::resume_unwind(payload),
@@ -84,7 +85,7 @@ struct Slot<T> {
 
 fn submit(job: BlockingCall) {
     let pool = pool();
-    let mut state = pool.state.lock().unwrap_or_else(|p| p.into_inner());
+    let mut state = pool.state.lock().ignore_poison();
     state.jobs.push_back(job);
     if state.idle > 0 {
         pool.work.notify_one();
@@ -102,16 +103,16 @@ fn submit(job: BlockingCall) {
 
 fn work() {
     let pool = pool();
-    let mut state = pool.state.lock().unwrap_or_else(|p| p.into_inner());
+    let mut state = pool.state.lock().ignore_poison();
     loop {
         if let Some(job) = state.jobs.pop_front() {
             drop(state);
             job();
-            state = pool.state.lock().unwrap_or_else(|p| p.into_inner());
+            state = pool.state.lock().ignore_poison();
             continue;
         }
         state.idle += 1;
-        let (next, timeout) = pool.work.wait_timeout(state, IDLE).unwrap_or_else(|p| p.into_inner());
+        let (next, timeout) = pool.work.wait_timeout(state, IDLE).ignore_poison();
         state = next;
         state.idle -= 1;
         if timeout.timed_out() && state.jobs.is_empty() {

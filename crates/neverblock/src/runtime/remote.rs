@@ -4,19 +4,16 @@
 //! another thread.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 use super::scheduler::Scheduler;
 use crate::reactor::EventFd;
+use crate::sync::poison::IgnorePoison;
 
 type RemoteCall = Box<dyn FnOnce(&Scheduler) + Send>;
 
 /// The runtimes alive in the process, by id (a handful: one per runtime thread).
 static LIVE: Mutex<Vec<(u64, Weak<Inner>)>> = Mutex::new(Vec::new());
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// The receiving end, owned by the runtime's thread.
 pub(crate) struct Remote {
@@ -41,7 +38,7 @@ impl Remote {
     /// The receiving end of the runtime `id`, listed so [`find`] reaches it.
     pub(crate) fn new(id: u64, eventfd: Arc<EventFd>) -> Remote {
         let inner = Arc::new(Inner { jobs: Mutex::new(Vec::new()), pending: AtomicBool::new(false), eventfd });
-        lock(&LIVE).push((id, Arc::downgrade(&inner)));
+        LIVE.lock().ignore_poison().push((id, Arc::downgrade(&inner)));
         Remote { id, inner }
     }
 
@@ -62,7 +59,7 @@ impl Remote {
     /// Runs every job handed in so far, on this thread.
     pub(crate) fn drain(&self, scheduler: &Scheduler) {
         let jobs = {
-            let mut jobs = lock(&self.inner.jobs);
+            let mut jobs = self.inner.jobs.lock().ignore_poison();
             self.inner.pending.store(false, Ordering::Release);
             std::mem::take(&mut *jobs)
         };
@@ -74,13 +71,13 @@ impl Remote {
 
 impl Drop for Remote {
     fn drop(&mut self) {
-        lock(&LIVE).retain(|(id, _)| *id != self.id);
+        LIVE.lock().ignore_poison().retain(|(id, _)| *id != self.id);
     }
 }
 
 /// The sending end of the live runtime `id`, if it is still running.
 pub(crate) fn find(id: u64) -> Option<RemoteHandle> {
-    let live = lock(&LIVE);
+    let live = LIVE.lock().ignore_poison();
     let inner = live.iter().find(|(live_id, _)| *live_id == id)?.1.upgrade()?;
     Some(RemoteHandle { inner })
 }
@@ -89,7 +86,7 @@ impl RemoteHandle {
     /// Queues `job` to run on the runtime's thread and wakes its loop.
     pub(crate) fn send(&self, job: RemoteCall) {
         {
-            let mut jobs = lock(&self.inner.jobs);
+            let mut jobs = self.inner.jobs.lock().ignore_poison();
             jobs.push(job);
             self.inner.pending.store(true, Ordering::Release);
         }

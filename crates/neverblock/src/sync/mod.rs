@@ -11,6 +11,7 @@ mod channel;
 mod mutex;
 mod notify;
 mod oneshot;
+pub(crate) mod poison;
 mod semaphore;
 mod wait_group;
 

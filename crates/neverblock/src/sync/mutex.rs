@@ -4,6 +4,7 @@ use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::sync::{Mutex as StdMutex, MutexGuard as StdGuard};
 
+use super::poison::IgnorePoison;
 use super::semaphore::{Permit, Semaphore};
 use crate::Elapsed;
 
@@ -59,20 +60,20 @@ impl<T> Mutex<T> {
     /// [`Elapsed`] inside an expired [`timeout`](crate::timeout).
     pub fn lock(&self) -> Result<MutexGuard<'_, T>, Elapsed> {
         let permit = self.gate.acquire()?;
-        let value = self.value.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let value = self.value.lock().ignore_poison();
         Ok(MutexGuard { value, _permit: permit })
     }
 
     /// Locks if nobody holds the lock now.
     pub fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
         let permit = self.gate.try_acquire()?;
-        let value = self.value.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let value = self.value.lock().ignore_poison();
         Some(MutexGuard { value, _permit: permit })
     }
 
     /// The value, when the mutex is no longer shared.
     pub fn into_inner(self) -> T {
-        self.value.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.value.into_inner().ignore_poison()
     }
 }
 
