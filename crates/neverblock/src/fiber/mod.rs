@@ -88,9 +88,13 @@
 mod context;
 mod error;
 mod local;
+#[allow(unsafe_code)]
+mod parcel;
 mod rules;
 #[allow(unsafe_code)]
 mod stack;
+#[allow(unsafe_code)]
+mod state;
 #[allow(unsafe_code)]
 mod switch;
 
