@@ -2,29 +2,29 @@
 //! fibers. A task that parks (or ends) switches straight to the next runnable
 //! task, as Go's `schedule` does; the root fiber runs the event loop and is
 //! switched to only when nothing is runnable or every `POLL_EVERY` switches.
+//!
+//! This file is the switching (parks, wakes, dispatch, the worker fibers);
+//! `tasks.rs` is the task table and `root_loop.rs` the loop the root runs.
+
+mod root_loop;
+mod tasks;
 
 use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
 use std::io;
 use std::panic::{self, AssertUnwindSafe};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::Instant;
 
-use slab::Slab;
-
 use super::running;
-use super::task::TaskBody;
-use crate::fiber::{self, inherited_now, Fiber, Inherited, PanicPayload, StackError};
+use crate::fiber::{self, Fiber, Inherited, PanicPayload, StackError};
 use crate::reactor::timer::TimerKey;
 use crate::reactor::{Alarm, Reactor, Turn, Wake};
+use tasks::{continue_here, key, live, Task, Tasks};
 
 /// Task switches between two polls for timers and I/O while tasks are runnable (tokio's figure).
 const POLL_EVERY: u32 = 61;
-
-/// A new task's turn number (`Task::turn`).
-const FIRST_TURN: u64 = 0;
 
 /// The payload that unwinds a cancelled task from the call it was parked in.
 pub(crate) struct CancelUnwind;
@@ -55,38 +55,6 @@ pub(crate) enum Woken {
     Ready,
     /// A `timeout` scope around the call has expired.
     TimedOut,
-}
-
-struct Task {
-    /// `seq << 32 | slab key`: unique among live tasks, and a wake for an ended
-    /// task never finds the next task in its slab entry.
-    id: u64,
-    /// What the task runs and the fiber-local values it starts with, until a
-    /// worker fiber takes them up.
-    start: Option<(Rc<dyn TaskBody>, Inherited)>,
-    /// The fiber to continue when woken: the worker running the task, or a fiber
-    /// the task resumed that parked. `None` until the task starts.
-    resume_at: Option<Fiber<()>>,
-    /// The number of the task's turn: taken afresh each time it is continued (and
-    /// when a park turns out not to be needed), handed to the wake-ups of its next
-    /// park. A queue entry or wake-up under an older number is stale.
-    turn: u64,
-    cancelled: bool,
-    /// Deadlines of the `timeout` scopes the task is inside, innermost last.
-    deadlines: Vec<(Instant, TimerKey)>,
-    timed_out: bool,
-    name: Option<Rc<str>>,
-}
-
-/// The live tasks and the run queue, under one borrow.
-#[derive(Default)]
-struct Tasks {
-    slab: Slab<Task>,
-    /// Tasks to continue, in order, each under the turn it was made runnable in:
-    /// an entry is stale once its number is not its task's `turn`. Wake-ups are
-    /// queued unchecked, so a task may have more than one entry; the first one
-    /// taken off continues it, which makes the rest stale.
-    queue: VecDeque<Turn>,
 }
 
 /// One thread's tasks and event loop.
@@ -176,41 +144,6 @@ impl Scheduler {
     /// This scheduler's number: unique in the process, never reused (its reactor's).
     pub(crate) fn id(&self) -> u64 {
         self.reactor.id()
-    }
-
-    /// Adds a task running `body`.
-    pub(crate) fn spawn(&self, name: Option<Rc<str>>, body: Rc<dyn TaskBody>) -> u64 {
-        let seq = self.next_seq.get();
-        self.next_seq.set(seq.checked_add(1).unwrap_or(1));
-        let mut tasks = self.tasks.borrow_mut();
-        let tasks = &mut *tasks;
-        let entry = tasks.slab.vacant_entry();
-        let id = u64::from(seq) << 32 | entry.key() as u64;
-        entry.insert(Task {
-            id,
-            start: Some((body, inherited_now())),
-            resume_at: None,
-            turn: FIRST_TURN,
-            cancelled: false,
-            deadlines: Vec::new(),
-            timed_out: false,
-            name,
-        });
-        tasks.queue.push_back(Turn { task: id, number: FIRST_TURN });
-        self.live_tasks.store(self.live_tasks.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-        id
-    }
-
-    pub(crate) fn current_task(&self) -> Option<u64> {
-        self.current.get()
-    }
-
-    pub(crate) fn task_name(&self, id: u64) -> Option<Rc<str>> {
-        self.with_task(id, |t| t.name.clone()).flatten()
-    }
-
-    fn with_task<R>(&self, id: u64, f: impl FnOnce(&mut Task) -> R) -> Option<R> {
-        live(&mut self.tasks.borrow_mut().slab, id).map(f)
     }
 
     /// Parks the running task: `register` learns the `Turn` that ends the park.
@@ -443,146 +376,10 @@ impl Scheduler {
         }
     }
 
-    /// Reports how a task ended: its timers go, its joiner hears.
-    fn end(&self, task: &Task, body: &dyn TaskBody, outcome: Outcome) {
-        self.live_tasks.store(self.live_tasks.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
-        for (_, key) in &task.deadlines {
-            self.reactor.cancel_timer(*key);
-        }
-        if task.id == self.main.get() {
-            self.switches.set(POLL_EVERY); // back to the root, which returns
-        }
-        body.complete(outcome, self);
-    }
-
-    /// Ends the task `id`, which ran `body` to its end on the running worker.
-    fn finish(&self, id: u64, body: &dyn TaskBody, ran: std::thread::Result<()>) {
-        let task = self.tasks.borrow_mut().slab.remove(key(id));
-        let outcome = match ran {
-            Ok(()) => Outcome::Returned,
-            Err(payload) if task.cancelled || payload.is::<CancelUnwind>() => Outcome::Cancelled,
-            Err(payload) => Outcome::Panicked(PanicPayload::new(payload)),
-        };
-        self.end(&task, body, outcome);
-    }
-
     /// Makes a parked task runnable, if `turn` is its current park's (which the
     /// queue checks when the task's turn comes).
     pub(crate) fn wake(&self, turn: Turn) {
         self.tasks.borrow_mut().queue.push_back(turn);
-    }
-
-    /// Does what the loop found: continues a task, or ends its park because a
-    /// `timeout` scope of it expired.
-    fn take_wake(&self, wake: Wake) {
-        match wake {
-            Wake::Continue(turn) => self.wake(turn),
-            Wake::TimeOut(task) => self.interrupt(task, |task| task.timed_out = true),
-        }
-    }
-
-    /// Asks a task to stop: it unwinds from the call it is parked in (at once if
-    /// it never ran); nothing if the task is already gone.
-    pub(crate) fn cancel(&self, id: u64) {
-        self.interrupt(id, |task| task.cancelled = true);
-    }
-
-    /// Marks task `id` with `mark` and, unless it is the running one, queues it
-    /// under its turn: a parked task is continued, and an entry for a task already
-    /// queued is one more of the same turn.
-    #[cold]
-    fn interrupt(&self, id: u64, mark: impl FnOnce(&mut Task)) {
-        let mut tasks = self.tasks.borrow_mut();
-        let tasks = &mut *tasks;
-        let Some(task) = live(&mut tasks.slab, id) else { return };
-        mark(task);
-        if self.current.get() != Some(id) {
-            tasks.queue.push_back(Turn { task: id, number: task.turn });
-        }
-    }
-
-    /// Enters a `timeout` scope ending at `deadline` for the running task.
-    pub(crate) fn push_deadline(&self, deadline: Instant) {
-        let id = self.current.get().expect("timeout is called from a task");
-        let key = self.reactor.add_timer(deadline, Alarm::Wake(Wake::TimeOut(id)));
-        self.with_task(id, |task| {
-            task.deadlines.push((deadline, key));
-            task.timed_out |= deadline <= Instant::now();
-        })
-        .expect("the running task is registered");
-    }
-
-    /// Leaves the innermost `timeout` scope; returns whether its deadline passed.
-    pub(crate) fn pop_deadline(&self) -> bool {
-        let id = self.current.get().expect("timeout is called from a task");
-        let now = Instant::now();
-        let (deadline, key) = self
-            .with_task(id, |task| {
-                let (deadline, key) = task.deadlines.pop().expect("scopes are balanced");
-                task.timed_out = task.deadlines.iter().any(|(d, _)| *d <= now);
-                (deadline, key)
-            })
-            .expect("the running task is registered");
-        self.reactor.cancel_timer(key);
-        deadline <= now
-    }
-
-    /// Runs tasks until `main` has finished.
-    ///
-    /// # Errors
-    ///
-    /// When every task is parked and nothing (timer, fd, other thread) can wake
-    /// one, or when the poller fails.
-    pub(crate) fn run_until_done(&self, main: u64) -> io::Result<()> {
-        self.main.set(main);
-        loop {
-            self.switches.set(0);
-            if let Some(next) = self.next_fiber() {
-                next.switch_to().expect("a task waits in a switch");
-            }
-            if let Some(id) = self.current.take() {
-                // The task handed control to the root without parking (a raw transfer):
-                // nothing will wake it (no wake-up carries its turn), so it stays parked for good.
-                log::error!("task {id} transferred to the scheduler without parking; it stays parked");
-            }
-            if self.with_task(main, |_| ()).is_none() {
-                return Ok(());
-            }
-            let idle = self.tasks.borrow().queue.is_empty();
-            if idle
-                && !self.reactor.has_timers()
-                && !self.reactor.has_fd_waiters()
-                && self.waiting.get() == 0
-                && !self.remote.may_wake()
-            {
-                return Err(io::Error::new(
-                    io::ErrorKind::Deadlock,
-                    "every fiber is parked and nothing can wake one (deadlock)",
-                ));
-            }
-            // While tasks are runnable and nobody waits for an fd or has handed in
-            // work, only the due timers are looked at: no system call.
-            let found = if idle || self.reactor.has_fd_waiters() || self.remote.has_work() {
-                self.reactor.turn(if idle { None } else { Some(std::time::Duration::ZERO) })?
-            } else {
-                self.reactor.expire_timers()
-            };
-            for wake in found.woken {
-                self.take_wake(wake);
-            }
-            if found.remote {
-                self.remote.drain(self);
-            }
-        }
-    }
-
-    /// Drops every task left (each unwinds its stack) and the idle workers,
-    /// outside any borrow.
-    pub(crate) fn drop_tasks(&self) {
-        let tasks = std::mem::take(&mut *self.tasks.borrow_mut());
-        drop(tasks);
-        let idle = std::mem::take(&mut *self.idle_workers.borrow_mut());
-        drop(idle);
     }
 
     /// The count of live tasks, shared with other threads.
@@ -594,26 +391,6 @@ impl Scheduler {
     pub(crate) fn remote_handle(&self) -> super::remote::RemoteHandle {
         self.remote.handle()
     }
-}
-
-/// The slab slot of task `id` (its low 32 bits).
-fn key(id: u64) -> usize {
-    id as u32 as usize
-}
-
-/// Task `id`, if it is still alive (its slot may hold a later task).
-fn live(tasks: &mut Slab<Task>, id: u64) -> Option<&mut Task> {
-    tasks.get_mut(key(id)).filter(|t| t.id == id)
-}
-
-/// Points a task that is about to wait at the running fiber (its worker, or a
-/// fiber it resumed), where it continues when woken. Returns the handle it
-/// replaces, for the caller to drop once its borrow of the task ends.
-fn continue_here(task: &mut Task) -> Option<Fiber<()>> {
-    if task.resume_at.as_ref().is_some_and(Fiber::is_current) {
-        return None;
-    }
-    task.resume_at.replace(Fiber::current())
 }
 
 /// The body of every worker fiber: runs the task it was switched to for, then

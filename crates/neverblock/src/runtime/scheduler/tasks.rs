@@ -1,0 +1,177 @@
+//! The task table: each live task's state (its body, the fiber it continues at,
+//! its turn number, its `timeout` scopes), the run queue, and what happens when a
+//! task is spawned, cancelled, timed out or ends.
+
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use slab::Slab;
+
+use super::{CancelUnwind, Outcome, Scheduler, POLL_EVERY};
+use crate::fiber::{inherited_now, Fiber, Inherited, PanicPayload};
+use crate::reactor::timer::TimerKey;
+use crate::reactor::{Alarm, Turn, Wake};
+use crate::runtime::task::TaskBody;
+
+/// A new task's turn number (`Task::turn`).
+pub(super) const FIRST_TURN: u64 = 0;
+
+pub(super) struct Task {
+    /// `seq << 32 | slab key`: unique among live tasks, and a wake for an ended
+    /// task never finds the next task in its slab entry.
+    pub(super) id: u64,
+    /// What the task runs and the fiber-local values it starts with, until a
+    /// worker fiber takes them up.
+    pub(super) start: Option<(Rc<dyn TaskBody>, Inherited)>,
+    /// The fiber to continue when woken: the worker running the task, or a fiber
+    /// the task resumed that parked. `None` until the task starts.
+    pub(super) resume_at: Option<Fiber<()>>,
+    /// The number of the task's turn: taken afresh each time it is continued (and
+    /// when a park turns out not to be needed), handed to the wake-ups of its next
+    /// park. A queue entry or wake-up under an older number is stale.
+    pub(super) turn: u64,
+    pub(super) cancelled: bool,
+    /// Deadlines of the `timeout` scopes the task is inside, innermost last.
+    pub(super) deadlines: Vec<(Instant, TimerKey)>,
+    pub(super) timed_out: bool,
+    pub(super) name: Option<Rc<str>>,
+}
+
+/// The live tasks and the run queue, under one borrow.
+#[derive(Default)]
+pub(super) struct Tasks {
+    pub(super) slab: Slab<Task>,
+    /// Tasks to continue, in order, each under the turn it was made runnable in:
+    /// an entry is stale once its number is not its task's `turn`. Wake-ups are
+    /// queued unchecked, so a task may have more than one entry; the first one
+    /// taken off continues it, which makes the rest stale.
+    pub(super) queue: VecDeque<Turn>,
+}
+
+impl Scheduler {
+    /// Adds a task running `body`.
+    pub(crate) fn spawn(&self, name: Option<Rc<str>>, body: Rc<dyn TaskBody>) -> u64 {
+        let seq = self.next_seq.get();
+        self.next_seq.set(seq.checked_add(1).unwrap_or(1));
+        let mut tasks = self.tasks.borrow_mut();
+        let tasks = &mut *tasks;
+        let entry = tasks.slab.vacant_entry();
+        let id = u64::from(seq) << 32 | entry.key() as u64;
+        entry.insert(Task {
+            id,
+            start: Some((body, inherited_now())),
+            resume_at: None,
+            turn: FIRST_TURN,
+            cancelled: false,
+            deadlines: Vec::new(),
+            timed_out: false,
+            name,
+        });
+        tasks.queue.push_back(Turn { task: id, number: FIRST_TURN });
+        self.live_tasks.store(self.live_tasks.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        id
+    }
+
+    pub(crate) fn current_task(&self) -> Option<u64> {
+        self.current.get()
+    }
+
+    pub(crate) fn task_name(&self, id: u64) -> Option<Rc<str>> {
+        self.with_task(id, |t| t.name.clone()).flatten()
+    }
+
+    pub(super) fn with_task<R>(&self, id: u64, f: impl FnOnce(&mut Task) -> R) -> Option<R> {
+        live(&mut self.tasks.borrow_mut().slab, id).map(f)
+    }
+
+    /// Reports how a task ended: its timers go, its joiner hears.
+    pub(super) fn end(&self, task: &Task, body: &dyn TaskBody, outcome: Outcome) {
+        self.live_tasks.store(self.live_tasks.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
+        for (_, key) in &task.deadlines {
+            self.reactor.cancel_timer(*key);
+        }
+        if task.id == self.main.get() {
+            self.switches.set(POLL_EVERY); // back to the root, which returns
+        }
+        body.complete(outcome, self);
+    }
+
+    /// Ends the task `id`, which ran `body` to its end on the running worker.
+    pub(super) fn finish(&self, id: u64, body: &dyn TaskBody, ran: std::thread::Result<()>) {
+        let task = self.tasks.borrow_mut().slab.remove(key(id));
+        let outcome = match ran {
+            Ok(()) => Outcome::Returned,
+            Err(payload) if task.cancelled || payload.is::<CancelUnwind>() => Outcome::Cancelled,
+            Err(payload) => Outcome::Panicked(PanicPayload::new(payload)),
+        };
+        self.end(&task, body, outcome);
+    }
+
+    /// Asks a task to stop: it unwinds from the call it is parked in (at once if
+    /// it never ran); nothing if the task is already gone.
+    pub(crate) fn cancel(&self, id: u64) {
+        self.interrupt(id, |task| task.cancelled = true);
+    }
+
+    /// Marks task `id` with `mark` and, unless it is the running one, queues it
+    /// under its turn: a parked task is continued, and an entry for a task already
+    /// queued is one more of the same turn.
+    #[cold]
+    pub(super) fn interrupt(&self, id: u64, mark: impl FnOnce(&mut Task)) {
+        let mut tasks = self.tasks.borrow_mut();
+        let tasks = &mut *tasks;
+        let Some(task) = live(&mut tasks.slab, id) else { return };
+        mark(task);
+        if self.current.get() != Some(id) {
+            tasks.queue.push_back(Turn { task: id, number: task.turn });
+        }
+    }
+
+    /// Enters a `timeout` scope ending at `deadline` for the running task.
+    pub(crate) fn push_deadline(&self, deadline: Instant) {
+        let id = self.current.get().expect("timeout is called from a task");
+        let key = self.reactor.add_timer(deadline, Alarm::Wake(Wake::TimeOut(id)));
+        self.with_task(id, |task| {
+            task.deadlines.push((deadline, key));
+            task.timed_out |= deadline <= Instant::now();
+        })
+        .expect("the running task is registered");
+    }
+
+    /// Leaves the innermost `timeout` scope; returns whether its deadline passed.
+    pub(crate) fn pop_deadline(&self) -> bool {
+        let id = self.current.get().expect("timeout is called from a task");
+        let now = Instant::now();
+        let (deadline, key) = self
+            .with_task(id, |task| {
+                let (deadline, key) = task.deadlines.pop().expect("scopes are balanced");
+                task.timed_out = task.deadlines.iter().any(|(d, _)| *d <= now);
+                (deadline, key)
+            })
+            .expect("the running task is registered");
+        self.reactor.cancel_timer(key);
+        deadline <= now
+    }
+}
+
+/// The slab slot of task `id` (its low 32 bits).
+pub(super) fn key(id: u64) -> usize {
+    id as u32 as usize
+}
+
+/// Task `id`, if it is still alive (its slot may hold a later task).
+pub(super) fn live(tasks: &mut Slab<Task>, id: u64) -> Option<&mut Task> {
+    tasks.get_mut(key(id)).filter(|t| t.id == id)
+}
+
+/// Points a task that is about to wait at the running fiber (its worker, or a
+/// fiber it resumed), where it continues when woken. Returns the handle it
+/// replaces, for the caller to drop once its borrow of the task ends.
+pub(super) fn continue_here(task: &mut Task) -> Option<Fiber<()>> {
+    if task.resume_at.as_ref().is_some_and(Fiber::is_current) {
+        return None;
+    }
+    task.resume_at.replace(Fiber::current())
+}
