@@ -11,6 +11,8 @@
 //! and a sub-millisecond timeout never turns into a busy poll; they are capped
 //! at `i32::MAX` ms, so `epoll_pwait2` (Linux 5.11) is never needed.
 
+#![forbid(unsafe_code)]
+
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};

@@ -4,17 +4,13 @@ use std::io;
 use std::sync::OnceLock;
 
 /// `MADV_GUARD_INSTALL` (Linux 6.13+): turn pages of a mapping into guard regions
-/// that fault on access, without splitting the mapping. Not yet in the `libc` crate.
+/// that fault on access, without splitting the mapping. Neither rustix nor the
+/// `libc` crate names it yet, so it is the one call here made through `libc`.
 const MADV_GUARD_INSTALL: libc::c_int = 102;
 
 /// The size of a memory page.
 pub(crate) fn page_size() -> usize {
-    static PAGE: OnceLock<usize> = OnceLock::new();
-    *PAGE.get_or_init(|| {
-        // SAFETY: sysconf has no memory-safety preconditions.
-        let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-        usize::try_from(size).unwrap_or(4096)
-    })
+    rustix::param::page_size()
 }
 
 /// Reserves `len` bytes of zeroed, readable and writable address space.
@@ -22,24 +18,16 @@ pub(crate) fn page_size() -> usize {
 /// Memory is committed only as pages are touched (`MAP_NORESERVE`), and the
 /// region never uses transparent huge pages, so an untouched stack costs no RAM.
 pub(crate) fn reserve(len: usize) -> io::Result<usize> {
+    use rustix::mm::{MapFlags, ProtFlags};
+    let flags = MapFlags::PRIVATE | MapFlags::NORESERVE | MapFlags::STACK;
     // SAFETY: an anonymous private mapping at an address of the kernel's choosing
     // cannot alias any existing Rust object.
     let addr = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_STACK,
-            -1,
-            0,
-        )
+        rustix::mm::mmap_anonymous(std::ptr::null_mut(), len, ProtFlags::READ | ProtFlags::WRITE, flags)?
     };
-    if addr == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
     // SAFETY: `addr..addr+len` is the mapping just created and owned by no one else.
     // A failure only means huge pages stay as the system default, so it is ignored.
-    unsafe { libc::madvise(addr, len, libc::MADV_NOHUGEPAGE) };
+    let _ = unsafe { rustix::mm::madvise(addr, len, rustix::mm::Advice::LinuxNoHugepage) };
     Ok(addr as usize)
 }
 
@@ -50,8 +38,9 @@ pub(crate) fn reserve(len: usize) -> io::Result<usize> {
 /// `addr..addr+len` must be exactly a region returned by [`reserve`], and no
 /// live reference may point into it.
 pub(crate) unsafe fn release(addr: usize, len: usize) {
-    // SAFETY: the caller guarantees the region is ours and unreferenced.
-    unsafe { libc::munmap(addr as *mut libc::c_void, len) };
+    // SAFETY: the caller guarantees the region is ours and unreferenced. Unmapping a
+    // region we mapped fails only for arguments the caller vouched for.
+    let _ = unsafe { rustix::mm::munmap(addr as *mut std::ffi::c_void, len) };
 }
 
 /// How a guard page is made.
@@ -78,18 +67,20 @@ pub(crate) fn kernel_guards_supported() -> bool {
 
 /// Makes `addr..addr+len` (page aligned, inside a reserved region) fault on any access.
 pub(crate) fn guard(addr: usize, len: usize, kind: GuardKind) -> io::Result<()> {
-    let ptr = addr as *mut libc::c_void;
-    let rc = match kind {
-        // SAFETY: the range lies inside a region this process reserved and that no
-        // Rust object occupies (it is a stack's guard page); it only becomes inaccessible.
-        GuardKind::Kernel => unsafe { libc::madvise(ptr, len, MADV_GUARD_INSTALL) },
+    let ptr = addr as *mut std::ffi::c_void;
+    match kind {
+        GuardKind::Kernel => {
+            // SAFETY: the range lies inside a region this process reserved and that no
+            // Rust object occupies (it is a stack's guard page); it only becomes inaccessible.
+            let rc = unsafe { libc::madvise(ptr, len, MADV_GUARD_INSTALL) };
+            if rc == 0 {
+                Ok(())
+            } else {
+                Err(io::Error::last_os_error())
+            }
+        }
         // SAFETY: as above.
-        GuardKind::Protect => unsafe { libc::mprotect(ptr, len, libc::PROT_NONE) },
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
+        GuardKind::Protect => Ok(unsafe { rustix::mm::mprotect(ptr, len, rustix::mm::MprotectFlags::empty()) }?),
     }
 }
 

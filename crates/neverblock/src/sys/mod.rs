@@ -1,14 +1,19 @@
-//! Every system call the runtime makes, and nothing else.
+//! The operating system below the runtime: readiness, memory for stacks, and
+//! the fault handler. Sockets and files are std's types, with rustix for the
+//! calls std lacks (`sendfile`, `preadv2`).
 //!
-//! This module and `fiber::stack` are the only places allowed `unsafe`. What a
-//! backend must provide, so that another OS can be added beside Linux:
+//! What a backend must provide, so that another OS can be added beside Linux:
 //!
+//! - [`epoll`]: readiness of many fds in one wait, an eventfd to wake it from
+//!   other threads, and `poll(2)` for one fd in blocking mode. All rustix's safe
+//!   calls: it forbids `unsafe`.
 //! - [`memory`]: page size, reserving address space without committing memory,
 //!   guard pages (kernel guard regions or `mprotect`), the kernel's mapping limit
-//!   and the process's current mapping count, available memory.
-//! - [`epoll`]: readiness of many fds in one wait, and a waker for other threads.
+//!   and the process's current mapping count, available memory. `unsafe`: a
+//!   mapping is raw memory, whatever crate maps it.
 //! - [`overflow`]: a fault handler that recognises a fault in a fiber stack's guard
-//!   page and stops the process with a message that says so.
+//!   page and stops the process with a message that says so. `unsafe`, through
+//!   `libc`: rustix has no signal handlers.
 
 pub(crate) mod epoll;
 pub(crate) mod memory;
