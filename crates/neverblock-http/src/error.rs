@@ -3,6 +3,7 @@
 use std::fmt;
 use std::io;
 
+#[cfg(feature = "client")]
 use super::wire::WireError;
 
 /// Why a request failed.
@@ -69,6 +70,7 @@ impl Error {
             }
             io::ErrorKind::TimedOut if phase.starts_with("connect") => ErrorKind::ConnectTimeout,
             io::ErrorKind::TimedOut => ErrorKind::ReadTimeout,
+            #[cfg(feature = "client")]
             _ if e.get_ref().is_some_and(|inner| inner.is::<rustls::Error>()) => ErrorKind::Tls,
             _ => ErrorKind::Io,
         };
@@ -76,6 +78,7 @@ impl Error {
     }
 
     /// Classifies a framing error while reading the response from `url`.
+    #[cfg(feature = "client")]
     pub(crate) fn wire(url: &str, e: WireError) -> Error {
         match e {
             WireError::Io(e) => Error::io(&format!("read from {url}"), e),
