@@ -1,4 +1,4 @@
-//! What can go wrong with an HTTP request, one kind per cause.
+//! What can go wrong with an HTTP request or server, one kind per cause.
 
 use std::fmt;
 use std::io;
@@ -6,7 +6,7 @@ use std::io;
 #[cfg(feature = "client")]
 use super::wire::WireError;
 
-/// Why a request failed.
+/// Why a request failed, or a server could not run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ErrorKind {
@@ -34,6 +34,10 @@ pub enum ErrorKind {
     TooLarge,
     /// More redirects than the client follows.
     TooManyRedirects,
+    /// A server could not listen on its address (it does not resolve, is in use, or is not allowed).
+    Listen,
+    /// A server could not be set up or run (its signal handlers, its event loops).
+    Server,
     /// Any other I/O error.
     Io,
 }
@@ -59,6 +63,12 @@ pub struct Error {
 impl Error {
     pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
         Error { kind, message: message.into(), source: None }
+    }
+
+    /// An error of `kind` caused by `source`: `what` failed.
+    #[cfg(feature = "server")]
+    pub(crate) fn with_source(kind: ErrorKind, what: String, source: io::Error) -> Error {
+        Error { kind, message: format!("{what}: {source}"), source: Some(source) }
     }
 
     /// Classifies an I/O error from `phase` ("connect to …", "read from …").

@@ -31,6 +31,8 @@
 #[cfg(feature = "client")]
 mod client;
 mod error;
+#[cfg(feature = "server")]
+pub mod server;
 mod wire;
 
 #[cfg(feature = "client")]

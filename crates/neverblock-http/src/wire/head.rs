@@ -92,12 +92,6 @@ impl Head {
         self.raw_fields().find(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes())).map(|(_, v)| v)
     }
 
-    /// The head's bytes as received.
-    #[cfg(feature = "server")]
-    pub(crate) fn len(&self) -> usize {
-        self.bytes.len()
-    }
-
     fn part(&self, span: Span) -> &[u8] {
         &self.bytes[span.range()]
     }

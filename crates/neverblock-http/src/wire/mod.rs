@@ -20,6 +20,8 @@ pub(crate) mod chunked;
 #[cfg(feature = "client")]
 pub(crate) mod client;
 pub(crate) mod head;
+#[cfg(feature = "server")]
+pub(crate) mod server;
 
 use std::fmt;
 use std::io::{self, Read};
