@@ -112,6 +112,9 @@ impl StaticFiles {
         };
         let Ok(mut meta) = file.metadata() else { return error_response(500, "the file's metadata cannot be read") };
         let (mut file, mut relative) = (file, mapped.relative);
+        if mapped.trailing_slash && !meta.is_dir() {
+            return error_response(404, "not a directory");
+        }
         if meta.is_dir() {
             if !mapped.trailing_slash {
                 return redirect_to_directory(request);
