@@ -201,20 +201,19 @@ impl Signals {
 
     /// Waits for signals on `reader`: the first starts a graceful shutdown, the next closes every
     /// connection. Runs until cancelled.
-    pub(super) fn watch(mut reader: UnixStream, handle: super::ServerHandle) {
+    pub(super) fn watch(reader: UnixStream, handle: super::ServerHandle) {
+        let mut reader = match neverblock::net::UnixStream::from_std(reader) {
+            Ok(reader) => reader,
+            Err(e) => return log::error!("cannot wait for signals: {e}"),
+        };
         let mut signals = 0;
-        loop {
-            if neverblock::io::wait_readable(&reader).is_err() {
-                return;
-            }
-            let mut bytes = [0u8; 16];
-            while let Ok(n @ 1..) = reader.read(&mut bytes) {
-                signals += n;
-            }
-            if signals == 1 {
+        let mut bytes = [0u8; 16];
+        while let Ok(n @ 1..) = reader.read(&mut bytes) {
+            signals += n;
+            if signals == n {
                 log::warn!("signal received: shutting down gracefully (another closes every connection now)");
                 handle.shutdown();
-            } else if signals > 1 {
+            } else {
                 log::warn!("signal received again: closing every connection now");
                 handle.shutdown_now();
             }
