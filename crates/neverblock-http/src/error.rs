@@ -61,6 +61,7 @@ pub struct Error {
 }
 
 impl Error {
+    #[cfg_attr(not(any(feature = "client", feature = "server")), allow(dead_code))]
     pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
         Error { kind, message: message.into(), source: None }
     }
@@ -72,6 +73,7 @@ impl Error {
     }
 
     /// Classifies an I/O error from `phase` ("connect to …", "read from …").
+    #[cfg(feature = "client")]
     pub(crate) fn io(phase: &str, e: io::Error) -> Error {
         let kind = match e.kind() {
             io::ErrorKind::ConnectionRefused => ErrorKind::Refused,

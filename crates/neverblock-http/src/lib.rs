@@ -33,6 +33,7 @@ mod client;
 mod error;
 #[cfg(feature = "server")]
 pub mod server;
+#[cfg(any(feature = "client", feature = "server"))]
 mod wire;
 
 #[cfg(feature = "client")]

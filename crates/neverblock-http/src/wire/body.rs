@@ -61,6 +61,7 @@ impl Decoder {
     }
 
     /// Whether the whole body was decoded (its end framed and consumed).
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub(crate) fn is_done(&self) -> bool {
         self.state == State::Done
     }

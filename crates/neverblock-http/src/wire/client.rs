@@ -11,7 +11,7 @@ use url::{Position, Url};
 
 use super::body::Decoder;
 use super::head::Head;
-use super::{BufferedConn, Framing, Limits, Rules, WireError, MAX_HEADERS_CAP};
+use super::{decimal, elements, is_named, BufferedConn, Framing, Limits, WireError, MAX_HEADERS_CAP};
 
 /// The longest request body sent in one write with its head; a longer one is written after it,
 /// not copied.
@@ -145,6 +145,63 @@ pub(crate) fn read_response<S: Read>(
     res.body = read_body(conn, framing, limits)?;
     res.reusable = res.status != 101 && framing != Framing::Close && persistent;
     Ok(res)
+}
+
+/// What a head says about its body's framing and its connection, gathered in one pass over its
+/// fields.
+struct Rules<'a> {
+    /// The last element of the last `Transfer-Encoding` field; `None` if there is no such field.
+    coding: Option<&'a [u8]>,
+    /// The number every `Content-Length` element gives (`None`: no such field), or the first
+    /// element that is not a number or disagrees.
+    length: Result<Option<u64>, WireError>,
+    /// Whether a `Connection` element is `close`, and whether one is `keep-alive`.
+    close: bool,
+    keep_alive: bool,
+}
+
+impl<'a> Rules<'a> {
+    /// The rules of `head`; `side` names the message in errors.
+    fn of(head: &'a Head, side: &str) -> Rules<'a> {
+        let mut rules = Rules { coding: None, length: Ok(None), close: false, keep_alive: false };
+        for (name, value) in head.raw_fields() {
+            if is_named(name, b"transfer-encoding") {
+                rules.coding = elements(value).next_back();
+            } else if is_named(name, b"content-length") {
+                elements(value).for_each(|element| rules.add_length(element, side));
+            } else if is_named(name, b"connection") {
+                for element in elements(value) {
+                    rules.close |= element.eq_ignore_ascii_case(b"close");
+                    rules.keep_alive |= element.eq_ignore_ascii_case(b"keep-alive");
+                }
+            }
+        }
+        rules
+    }
+
+    /// Takes in one `Content-Length` element: a number, the same as any before it.
+    fn add_length(&mut self, element: &[u8], side: &str) {
+        let Ok(length) = self.length else { return };
+        self.length = match (decimal(element), length) {
+            (None, _) => {
+                let value = String::from_utf8_lossy(element);
+                Err(WireError::Malformed(format!("malformed {side} head: invalid Content-Length {value:?}")))
+            }
+            (Some(n), Some(first)) if n != first => {
+                Err(WireError::Malformed(format!("malformed {side} head: Content-Length {first} and {n}")))
+            }
+            (n, _) => Ok(n),
+        };
+    }
+
+    /// Whether the connection stays open after this message: by default in HTTP/1.1 and only on
+    /// request in HTTP/1.0, and never when `Transfer-Encoding` and `Content-Length` disagree about
+    /// the framing (RFC 9112 §6.1: a sign of request smuggling).
+    fn persistent(&self, version: u8) -> bool {
+        let ambiguous = self.coding.is_some() && !matches!(self.length, Ok(None));
+        let open = if version == 1 { !self.close } else { self.keep_alive };
+        open && !ambiguous
+    }
 }
 
 /// How a response's body is framed, by `Transfer-Encoding` then `Content-Length`;

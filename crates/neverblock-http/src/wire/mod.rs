@@ -26,8 +26,6 @@ pub(crate) mod server;
 use std::fmt;
 use std::io::{self, Read};
 
-use head::Head;
-
 /// The most [`BufferedConn`] asks its stream for at a time.
 const READ_CHUNK: usize = 64 * 1024;
 /// What it asks for first (Go's `bufio` size): a read that fills it doubles the
@@ -154,7 +152,8 @@ pub(crate) enum Framing {
     Length(u64),
     /// With a zero-size chunk and a trailer section.
     Chunked,
-    /// When the connection closes.
+    /// When the connection closes (responses only).
+    #[cfg_attr(not(feature = "client"), allow(dead_code))]
     Close,
 }
 
@@ -197,63 +196,6 @@ impl std::error::Error for WireError {
 impl From<io::Error> for WireError {
     fn from(e: io::Error) -> Self {
         WireError::Io(e)
-    }
-}
-
-/// What a head says about its body's framing and its connection, gathered in one pass over its
-/// fields.
-pub(crate) struct Rules<'a> {
-    /// The last element of the last `Transfer-Encoding` field; `None` if there is no such field.
-    pub(crate) coding: Option<&'a [u8]>,
-    /// The number every `Content-Length` element gives (`None`: no such field), or the first
-    /// element that is not a number or disagrees.
-    pub(crate) length: Result<Option<u64>, WireError>,
-    /// Whether a `Connection` element is `close`, and whether one is `keep-alive`.
-    pub(crate) close: bool,
-    pub(crate) keep_alive: bool,
-}
-
-impl<'a> Rules<'a> {
-    /// The rules of `head`; `side` names the message in errors.
-    pub(crate) fn of(head: &'a Head, side: &str) -> Rules<'a> {
-        let mut rules = Rules { coding: None, length: Ok(None), close: false, keep_alive: false };
-        for (name, value) in head.raw_fields() {
-            if is_named(name, b"transfer-encoding") {
-                rules.coding = elements(value).next_back();
-            } else if is_named(name, b"content-length") {
-                elements(value).for_each(|element| rules.add_length(element, side));
-            } else if is_named(name, b"connection") {
-                for element in elements(value) {
-                    rules.close |= element.eq_ignore_ascii_case(b"close");
-                    rules.keep_alive |= element.eq_ignore_ascii_case(b"keep-alive");
-                }
-            }
-        }
-        rules
-    }
-
-    /// Takes in one `Content-Length` element: a number, the same as any before it.
-    fn add_length(&mut self, element: &[u8], side: &str) {
-        let Ok(length) = self.length else { return };
-        self.length = match (decimal(element), length) {
-            (None, _) => {
-                let value = String::from_utf8_lossy(element);
-                Err(WireError::Malformed(format!("malformed {side} head: invalid Content-Length {value:?}")))
-            }
-            (Some(n), Some(first)) if n != first => {
-                Err(WireError::Malformed(format!("malformed {side} head: Content-Length {first} and {n}")))
-            }
-            (n, _) => Ok(n),
-        };
-    }
-
-    /// Whether the connection stays open after this message: by default in HTTP/1.1 and only on
-    /// request in HTTP/1.0, and never when `Transfer-Encoding` and `Content-Length` disagree about
-    /// the framing (RFC 9112 §6.1: a sign of request smuggling).
-    pub(crate) fn persistent(&self, version: u8) -> bool {
-        let ambiguous = self.coding.is_some() && !matches!(self.length, Ok(None));
-        let open = if version == 1 { !self.close } else { self.keep_alive };
-        open && !ambiguous
     }
 }
 

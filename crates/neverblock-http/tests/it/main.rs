@@ -2,11 +2,19 @@
 //! servers, and the server (core, limits, timeouts, shutdown, static files) against raw-bytes
 //! clients, all on loopback.
 
+#[cfg(feature = "client")]
 mod client;
+#[cfg(feature = "client")]
 mod fixtures;
+#[cfg(feature = "server")]
 mod server;
+#[cfg(feature = "server")]
 mod server_limits;
+#[cfg(feature = "server")]
 mod server_shutdown;
+#[cfg(feature = "server")]
 mod server_timeouts;
+#[cfg(feature = "server")]
 mod serving;
+#[cfg(feature = "server")]
 mod static_files;
