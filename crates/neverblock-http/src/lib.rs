@@ -1,17 +1,23 @@
-//! neverblock-http: HTTP/1.1 on neverblock's fibers, built only on the runtime's
-//! public API.
+//! neverblock-http: HTTP/1.1 on neverblock's fibers, client and server, built only on the
+//! runtime's public API.
 //!
-//! The client is in blocking style (the Net::HTTP of NeverBlock): inside
-//! fibers, many requests are in flight at once on one thread; outside a runtime
-//! each call blocks the thread.
+//! Both are in blocking style (the Net::HTTP and EventMachine server of NeverBlock): inside fibers,
+//! many requests are in flight at once on one thread; outside a runtime each client call blocks the
+//! thread. The `client` and `server` cargo features (both on by default) select the halves; they
+//! share one framing layer (RFC 9112, httparse), its limits and its body decoder.
 //!
-//! `http://` and `https://` (rustls over the fiber-aware [`TcpStream`](neverblock::net::TcpStream));
-//! a keep-alive pool per origin with a per-host cap and an idle timeout;
-//! Content-Length, chunked and close-delimited bodies framed as RFC 9112 says;
-//! connect, read and total timeouts, each its own [`ErrorKind`]; redirects when
-//! asked for; a request on a pooled connection that the server had closed is
-//! sent again once on a fresh one when it is replayable (Go's rule). Responses
-//! are read whole, in reads that grow from 4 KiB to 64 KiB.
+//! **The client** ([`Client`], [`get`], [`post`]): `http://` and `https://` (rustls over the
+//! fiber-aware [`TcpStream`](neverblock::net::TcpStream)); a keep-alive pool per origin with a
+//! per-host cap and an idle timeout; Content-Length, chunked and close-delimited bodies; connect,
+//! read and total timeouts, each its own [`ErrorKind`]; redirects when asked for; a request on a
+//! pooled connection that the server had closed is sent again once on a fresh one when it is
+//! replayable (Go's rule). Responses are read whole, in reads that grow from 4 KiB to 64 KiB.
+//!
+//! **The server** ([`server`]): a fiber per connection over a loop per core; a handler is a
+//! closure from a request (with its body as a `Read`) to a response (bytes, a stream, or a file
+//! range the kernel sends); keep-alive, pipelining, `100 Continue`, limits, timeouts with a
+//! minimum data rate, request-smuggling defences, graceful shutdown; [`server::StaticFiles`]
+//! serves a directory (`neverblock serve`).
 //!
 //! # Examples
 //!
@@ -24,6 +30,15 @@
 //!         .collect();
 //!     fibers.into_iter().map(|f| f.join().unwrap().unwrap()).collect()
 //! });
+//! ```
+//!
+//! A server answering on port 8080 until SIGTERM or Ctrl-C:
+//!
+//! ```no_run
+//! use neverblock_http::server::{Request, Response, Server};
+//!
+//! let server = Server::builder().shutdown_on_signals().bind("127.0.0.1:8080").unwrap();
+//! server.run(|request: &mut Request<'_>| Response::new(200).body(format!("you asked for {}\n", request.path()))).unwrap();
 //! ```
 
 #![forbid(unsafe_code)]

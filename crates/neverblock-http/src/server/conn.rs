@@ -1,11 +1,13 @@
 //! One connection's fiber: requests read in turn (pipelined ones answered in order), each given to
 //! the handler, each response written before the next request is read.
 //!
-//! The fiber is the connection's only reader and writer. Between requests it is idle: the
-//! registry may close it then (shutdown, shedding), which it sees as an end of stream. A request
-//! whose body the handler left unread is drained (up to 256 KiB) after the response, or the
-//! connection closes. A handler that panics gets its request a 500 and its connection closed;
-//! the panic goes no further.
+//! The fiber is the connection's only reader and writer. While it waits for a request head (for
+//! its first byte, or for the rest of it) it is idle: the registry may close it then (shutdown,
+//! shedding), which it sees as an end of stream. The first head must arrive whole within the
+//! header timeout of the connection's start; later ones within the keep-alive timeout for their
+//! first byte and the header timeout from it. A request whose body the handler left unread is
+//! drained (up to 256 KiB) after the response, or the connection closes. A handler that panics
+//! gets its request a 500 and its connection closed; the panic goes no further.
 
 use std::any::Any;
 use std::net::SocketAddr;
@@ -52,19 +54,18 @@ pub(super) fn serve(stream: TcpStream, peer: SocketAddr, lp: &Rc<Loop>) {
     let mut conn = BufferedConn::new(socket.clone());
     let mut head = Head::default();
     let timeouts = lp.config.timeouts;
-    let mut idle_timeout = timeouts.header;
+    let mut first = true;
     let ends = Ends { peer, local };
     loop {
         if lp.registry.is_stopping() {
             return;
         }
         let now = Instant::now();
-        let idle = !conn.has_buffered();
-        socket.set_read_budget(match idle {
-            true => Budget::FirstByte { by: now + idle_timeout, then: timeouts.header },
-            false => Budget::Until(now + timeouts.header),
+        socket.set_read_budget(match (first, conn.has_buffered()) {
+            (false, false) => Budget::FirstByte { by: now + timeouts.keep_alive, then: timeouts.header },
+            _ => Budget::Until(now + timeouts.header),
         });
-        member.set_idle(idle);
+        member.set_idle(true);
         let read = read_request_head(&mut conn, &lp.config.limits, &mut head);
         member.set_idle(false);
         let version = match read {
@@ -88,7 +89,7 @@ pub(super) fn serve(stream: TcpStream, peer: SocketAddr, lp: &Rc<Loop>) {
         if !exchange(lp, &mut conn, &head, &message, ends) {
             return;
         }
-        idle_timeout = timeouts.keep_alive;
+        first = false;
     }
 }
 

@@ -1,9 +1,10 @@
 //! The connections of one loop and which of them are idle, so that a graceful shutdown can close
 //! the idle ones at once and running out of file descriptors can shed the oldest idle ones.
 //!
-//! A connection is idle while it waits for the first byte of a request (its first, or the next on
-//! a kept-alive connection): closing it then loses nothing the client sent, and RFC 9112 §9.5 lets
-//! a server do it at any time. Closing is `shutdown(2)`: the fiber parked on the socket wakes up
+//! A connection is idle while it waits for a request head (its first, or the next on a kept-alive
+//! connection; before its first byte or partway through, as a slow client's): no handler works for
+//! it, so closing it loses no work, and RFC 9112 §9.5 lets a server close an idle connection at any
+//! time. Those idle longest, the slowest heads among them, go first. Closing is `shutdown(2)`: the fiber parked on the socket wakes up
 //! to an end of stream and ends, which closes the descriptor.
 
 use std::cell::{Cell, RefCell};
@@ -45,7 +46,7 @@ pub(super) struct Registry {
 #[derive(Debug)]
 struct Entry {
     stream: Rc<TcpStream>,
-    /// Since when the connection has waited for a request; `None` while it works on one.
+    /// Since when the connection has waited for a request head; `None` while it works on one.
     idle_since: Option<Instant>,
 }
 
