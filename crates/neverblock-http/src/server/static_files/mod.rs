@@ -99,10 +99,31 @@ impl StaticFiles {
 
     /// The response to `request`: the file its path names under the root.
     pub fn serve(&self, request: &Request<'_>) -> Response {
+        self.serve_path(request, request.path())
+    }
+
+    /// The response to `request` for the file `path` names under the root: a URL path,
+    /// percent-encoded, as [`serve`](StaticFiles::serve) takes from the request (an application
+    /// that maps its own URLs, or names a file to send for a response, gives its own).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Request, Response, StaticFiles};
+    ///
+    /// let files = StaticFiles::new(std::env::temp_dir()).unwrap();
+    /// // Everything under /assets/ comes from the directory, the rest from elsewhere.
+    /// let handler = move |request: &mut Request<'_>| match request.path().strip_prefix("/assets") {
+    ///     Some(rest) => files.serve_path(request, rest),
+    ///     None => Response::new(404),
+    /// };
+    /// # let _ = handler;
+    /// ```
+    pub fn serve_path(&self, request: &Request<'_>, path: &str) -> Response {
         if !matches!(request.method(), "GET" | "HEAD") {
             return error_response(405, "only GET and HEAD are served here").header("Allow", "GET, HEAD");
         }
-        let mapped = match path::map(request.path()) {
+        let mapped = match path::map(path) {
             Ok(mapped) => mapped,
             Err(why) => return error_response(400, why),
         };
