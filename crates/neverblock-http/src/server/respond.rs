@@ -18,6 +18,9 @@ const COALESCE: usize = 64 * 1024;
 /// copy of a few pages costs less than the extra calls `sendfile` takes (a write for the head, the
 /// page-cache probes, the `sendfile`).
 const SMALL_FILE: usize = 16 * 1024;
+/// The most response bytes left queued for pipelined requests: past it they are written at once,
+/// so a client that pipelines many requests cannot make the server hold many answers.
+const HOLD_LIMIT: usize = 64 * 1024;
 /// The most read from a streamed body at a time.
 const STREAM_CHUNK: usize = 32 * 1024;
 /// Room before a chunk's data for its size line.
@@ -36,7 +39,8 @@ pub(super) struct Context {
     pub(super) version: u8,
     /// The connection closes after this response.
     pub(super) close: bool,
-    /// Another request is already buffered: leave the response queued, to go out with the next.
+    /// Another request is already buffered: leave the response queued, to go out with the next
+    /// (unless [`HOLD_LIMIT`] bytes are queued already).
     pub(super) hold: bool,
 }
 
@@ -91,7 +95,8 @@ pub(super) fn send(socket: &Socket, response: &mut Response, cx: Context) -> Sen
     }
     let body = response.take_body();
     let written = if no_body || cx.head_request { Ok(0) } else { send_body(socket, body, chunked) };
-    let result = written.and_then(|n| match cx.hold && !close {
+    let hold = cx.hold && !close && socket.pending().len() <= HOLD_LIMIT;
+    let result = written.and_then(|n| match hold {
         true => Ok(n),
         false => socket.flush().map(|()| n).map_err(|error| Failure { sent: n, error }),
     });

@@ -248,3 +248,31 @@ fn requests_run_concurrently_on_one_loop() {
         assert!(read_all(&mut stream).ends_with("together"));
     }
 }
+
+#[test]
+fn answers_held_for_pipelined_requests_are_bounded() {
+    // Ten pipelined requests for 20 KiB each, then one whose handler waits until the client has
+    // read the first answer: the server must not hold all the answers back while it works.
+    let first_read = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen = first_read.clone();
+    let server = Running::start(move |request: &mut Request<'_>| {
+        if request.path() == "/wait" {
+            let give_up = std::time::Instant::now() + 2 * crate::serving::PATIENCE;
+            while !seen.load(SeqCst) && std::time::Instant::now() < give_up {
+                neverblock::sleep(std::time::Duration::from_millis(1));
+            }
+            return Response::new(200).body("waited");
+        }
+        Response::new(200).body(vec![b'x'; 20 * 1024])
+    });
+    let stream = server.connect();
+    let pipelined = "GET /big HTTP/1.1\r\nHost: x\r\n\r\n".repeat(10) + "GET /wait HTTP/1.1\r\nHost: x\r\n\r\n";
+    (&stream).write_all(pipelined.as_bytes()).unwrap();
+    let mut reader = BufReader::new(stream);
+    assert_eq!(read_reply(&mut reader, false).body.len(), 20 * 1024);
+    first_read.store(true, SeqCst);
+    for _ in 1..10 {
+        assert_eq!(read_reply(&mut reader, false).body.len(), 20 * 1024);
+    }
+    assert_eq!(read_reply(&mut reader, false).text(), "waited");
+}
