@@ -75,13 +75,17 @@ pub(super) fn serve(stream: TcpStream, peer: SocketAddr, lp: &Rc<Loop>) {
                 log::debug!("{peer}: reading a request head: {error}");
                 if partial && error.kind() == std::io::ErrorKind::TimedOut {
                     let why = format!("the request head did not arrive within {:?}", timeouts.header);
+                    count_request(lp);
                     refuse(lp, &socket, &Refusal { status: 408, why: why.into() }, None, ends);
                 }
                 return;
             }
-            Err(HeadError::Refused(refusal)) => return refuse(lp, &socket, &refusal, None, ends),
+            Err(HeadError::Refused(refusal)) => {
+                count_request(lp);
+                return refuse(lp, &socket, &refusal, None, ends);
+            }
         };
-        lp.registry.counters().requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        count_request(lp);
         let message = match check_request(&head, version, &lp.config.limits) {
             Ok(message) => message,
             Err(refusal) => return refuse(lp, &socket, &refusal, Some(&head), ends),
@@ -91,6 +95,11 @@ pub(super) fn serve(stream: TcpStream, peer: SocketAddr, lp: &Rc<Loop>) {
         }
         first = false;
     }
+}
+
+/// Counts a request answered, by the handler or by a refusal.
+fn count_request(lp: &Loop) {
+    lp.registry.counters().requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// The connection's two addresses.

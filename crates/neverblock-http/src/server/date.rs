@@ -35,7 +35,7 @@ mod tests {
         let text = super::now();
         let parsed = httpdate::parse_http_date(std::str::from_utf8(&text).unwrap()).unwrap();
         let age = std::time::SystemTime::now().duration_since(parsed).unwrap();
-        assert!(age.as_secs() <= 1, "{age:?}");
+        assert!(age.as_secs() < 60, "{age:?}");
         assert!(text.ends_with(b" GMT"));
     }
 }

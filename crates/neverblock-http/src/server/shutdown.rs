@@ -93,7 +93,7 @@ pub struct ServerStats {
     pub accepted: u64,
     /// Connections open now.
     pub open: u64,
-    /// Requests whose head was read (answered by a handler or refused).
+    /// Requests answered, by a handler or by the server's refusal (400, 408, 414, 431, …).
     pub requests: u64,
     /// Idle connections closed to free file descriptors.
     pub shed: u64,

@@ -128,4 +128,6 @@ fn the_server_goes_on_after_refusing() {
     check(&server, b"GET / HTTP/1.1\r\nHost : x\r\n\r\n", 400);
     let answer = server.send("GET /fine HTTP/1.1\r\nHost: x\r\n\r\n");
     assert!(answer.starts_with("HTTP/1.1 200 OK\r\n") && answer.ends_with("GET /fine "), "{answer}");
+    let stats = server.handle.stats();
+    assert_eq!((stats.accepted, stats.requests), (2, 2), "the refusal counts as a request answered");
 }
