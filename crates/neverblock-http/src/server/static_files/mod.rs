@@ -127,29 +127,23 @@ impl StaticFiles {
             Ok(mapped) => mapped,
             Err(why) => return error_response(400, why),
         };
-        let file = match self.open(&mapped.relative) {
-            Ok(file) => file,
+        let (mut file, mut meta) = match self.open(&mapped.relative) {
+            Ok(opened) => opened,
             Err(e) => return self.open_failed(request, &e),
         };
-        let Ok(mut meta) = file.metadata() else { return error_response(500, "the file's metadata cannot be read") };
-        let (mut file, mut relative) = (file, mapped.relative);
-        if mapped.trailing_slash && !meta.is_dir() {
-            return error_response(404, "not a directory");
-        }
+        let mut relative = mapped.relative;
         if meta.is_dir() {
             if !mapped.trailing_slash {
                 return redirect_to_directory(request);
             }
             relative.push("index.html");
-            file = match self.open(&relative) {
-                Ok(file) => file,
+            (file, meta) = match self.open(&relative) {
+                Ok(opened) => opened,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => return error_response(403, "no index.html here"),
                 Err(e) => return self.open_failed(request, &e),
             };
-            meta = match file.metadata() {
-                Ok(meta) => meta,
-                Err(_) => return error_response(500, "the file's metadata cannot be read"),
-            };
+        } else if mapped.trailing_slash {
+            return error_response(404, "not a directory");
         }
         if !meta.is_file() {
             return error_response(403, "not a regular file");
@@ -158,9 +152,7 @@ impl StaticFiles {
         if self.precompressed && accepts_gzip(request.header("accept-encoding")) {
             let mut gz = relative.into_os_string();
             gz.push(".gz");
-            if let Some((gz_file, gz_meta)) =
-                self.open(Path::new(&gz)).ok().and_then(|f| Some((f.metadata().ok()?, f)).map(|(m, f)| (f, m)))
-            {
+            if let Ok((gz_file, gz_meta)) = self.open(Path::new(&gz)) {
                 if gz_meta.is_file() {
                     return self.file_response(request, gz_file, &gz_meta, &content_type, true);
                 }
@@ -169,13 +161,15 @@ impl StaticFiles {
         self.file_response(request, file, &meta, &content_type, false)
     }
 
-    /// Opens `relative` under the root; running out of descriptors sheds idle connections and
-    /// tries once more.
-    fn open(&self, relative: &Path) -> io::Result<File> {
-        match open::open(&self.root, relative) {
+    /// Opens `relative` under the root, with its metadata (`fstat` of an open file: no disk read);
+    /// running out of descriptors sheds idle connections and tries once more.
+    fn open(&self, relative: &Path) -> io::Result<(File, Metadata)> {
+        let file = match open::open(&self.root, relative) {
             Err(e) if listen::is_fd_exhaustion(&e) && listen::free_descriptors() => open::open(&self.root, relative),
             other => other,
-        }
+        }?;
+        let meta = file.metadata()?;
+        Ok((file, meta))
     }
 
     /// The answer when the file could not be opened.
