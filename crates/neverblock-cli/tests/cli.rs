@@ -265,7 +265,8 @@ impl Serve {
     }
 
     fn signal(&self, name: &str) {
-        let status = Command::new("kill").arg(format!("-{name}")).arg(self.child.id().to_string()).status().unwrap();
+        // The shell's own `kill`: no procps needed.
+        let status = Command::new("sh").arg("-c").arg(format!("kill -{name} {}", self.child.id())).status().unwrap();
         assert!(status.success());
     }
 }
