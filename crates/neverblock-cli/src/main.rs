@@ -27,6 +27,10 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
     about = "Fibers with Ruby's semantics, an HTTP server on them, and their benchmarks"
 )]
 struct Cli {
+    /// Log more: -v for what the runtime and servers note (info), -vv debug, -vvv trace.
+    /// Warnings and errors are always shown; RUST_LOG, when set, chooses instead.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
 }
@@ -47,10 +51,28 @@ enum Command {
 }
 
 fn main() -> anyhow::Result<()> {
-    match Cli::parse().command {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Bench { bench } => bench.run(),
         Command::DelayServer(args) => delay_server::run(args),
         Command::Get(args) => get::run(args),
     }
+}
+
+/// Sends the library's log lines to stderr, at the level `-v` asks for.
+fn init_logging(verbose: u8) {
+    let level = match verbose {
+        0 => log::LevelFilter::Warn,
+        1 => log::LevelFilter::Info,
+        2 => log::LevelFilter::Debug,
+        _ => log::LevelFilter::Trace,
+    };
+    let mut logger = env_logger::Builder::new();
+    logger.filter_level(level);
+    if let Ok(spec) = std::env::var("RUST_LOG") {
+        logger.parse_filters(&spec);
+    }
+    logger.init();
 }

@@ -7,14 +7,15 @@
 //! ```
 //!
 //! It prints its port, then echoes one line per connection. Connections past the
-//! limit wait in the backlog; `serve` reports the `EMFILE`, backs off, and
-//! accepts them as earlier connections close.
+//! limit wait in the backlog; `serve` reports the `EMFILE` (a log line, printed
+//! here on stderr), backs off, and accepts them as earlier connections close.
 
 use std::io::{BufRead, BufReader, Write};
 
 use neverblock::net::{serve, TcpListener};
 
 fn main() {
+    env_logger::Builder::new().filter_level(log::LevelFilter::Info).init();
     neverblock::run(|| {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         eprintln!("port {}", listener.local_addr().expect("local address").port());

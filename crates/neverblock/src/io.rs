@@ -1,16 +1,18 @@
-//! Waiting for a file descriptor without blocking the thread: the primitive the
-//! socket types are built on.
+//! Waiting for any file descriptor without blocking the thread, for fds the
+//! socket types do not wrap (a pipe, a device, another library's socket).
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, RawFd};
-use std::time::Instant;
+use std::os::fd::{AsFd, BorrowedFd};
 
-use crate::reactor::{poll_blocking, Interest};
-use crate::runtime::scheduler::{self, Scheduler, Woken};
+use crate::reactor::Direction;
+use crate::runtime::registration::Registration;
 
 /// Parks the calling fiber until `fd` is readable (or its peer hung up).
-/// Readiness is edge-triggered: read until `WouldBlock` before waiting again.
 /// Outside a runtime, blocks the thread in `poll(2)`.
+///
+/// Each call registers `fd` with the loop for this one wait and takes it out
+/// after, so the fd may be closed or handed on in between; a socket that waits
+/// often is cheaper as a [`net`](crate::net) type, registered once.
 ///
 /// # Errors
 ///
@@ -34,7 +36,7 @@ use crate::runtime::scheduler::{self, Scheduler, Woken};
 /// });
 /// ```
 pub fn wait_readable(fd: &impl AsFd) -> io::Result<()> {
-    wait(fd, Interest::READABLE)
+    wait(fd, Direction::Read)
 }
 
 /// Parks the calling fiber until `fd` is writable (see [`wait_readable`]).
@@ -50,98 +52,26 @@ pub fn wait_readable(fd: &impl AsFd) -> io::Result<()> {
 /// neverblock::run(move || neverblock::io::wait_writable(&a).unwrap());
 /// ```
 pub fn wait_writable(fd: &impl AsFd) -> io::Result<()> {
-    wait(fd, Interest::WRITABLE)
+    wait(fd, Direction::Write)
 }
 
-fn wait(fd: &impl AsFd, interest: Interest) -> io::Result<()> {
-    let raw = fd.as_fd().as_raw_fd();
-    let Some(s) = scheduler::in_task() else { return poll_blocking(raw, interest, None).map(drop) };
-    s.reactor.register_unless_ready(raw, interest)?;
-    match park_on_fd(&s, raw, interest, None) {
-        Woken::TimedOut => Err(io::Error::new(io::ErrorKind::TimedOut, "timed out waiting for the fd")),
-        Woken::Ready => Ok(()),
-    }
-}
-
-/// Parks the running task until `fd`, registered with `s`'s reactor, is ready
-/// for `interest` (at once if readiness is cached), or until `deadline` or an
-/// enclosing `timeout` passes (`TimedOut`). A park that ends any other way than
-/// by readiness takes its wake-up back, so none is left on the fd.
-pub(crate) fn park_on_fd(s: &Scheduler, fd: RawFd, interest: Interest, deadline: Option<Instant>) -> Woken {
-    /// Takes the wake-up back unless readiness ended the park (also on a cancellation's unwind).
-    struct Unwait<'a> {
-        s: &'a Scheduler,
-        fd: RawFd,
-        interest: Interest,
-        task: Option<u64>,
-    }
-    impl Drop for Unwait<'_> {
-        fn drop(&mut self) {
-            if let Some(task) = self.task {
-                self.s.reactor.unwait(self.fd, self.interest, task);
-            }
+/// One wait on a registration of its own, ended (and the fd taken out of the
+/// poller) before returning. An fd its owner has registered already (a socket of
+/// [`net`](crate::net)) is waited on through a duplicate, which the poller keeps apart.
+fn wait(fd: &impl AsFd, direction: Direction) -> io::Result<()> {
+    let fd = fd.as_fd();
+    match wait_once(fd, direction) {
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::EXIST.raw_os_error()) => {
+            let duplicate = fd.try_clone_to_owned()?;
+            wait_once(duplicate.as_fd(), direction)
         }
+        waited => waited,
     }
-    let mut unwait = Unwait { s, fd, interest, task: s.current_task() };
-    let register = |wake| s.reactor.wait_fd(fd, interest, wake);
-    let woken = match deadline {
-        None => s.park_unless(register),
-        Some(deadline) => s.park_unless_until(register, deadline),
-    };
-    if woken == Woken::Ready {
-        unwait.task = None;
-    }
-    woken
 }
 
-#[cfg(test)]
-mod tests {
-    use std::io::{Read, Write};
-    use std::rc::Rc;
-    use std::time::Duration;
-
-    use crate::net::UnixStream;
-    use crate::runtime::scheduler;
-
-    fn timers_pending() -> bool {
-        scheduler::current().expect("inside run").reactor.has_timers()
-    }
-
-    fn fd_waiters_pending() -> bool {
-        scheduler::current().expect("inside run").reactor.has_fd_waiters()
-    }
-
-    #[test]
-    fn a_socket_wait_under_a_timeout_leaves_no_timer_and_no_fd_waiter_however_it_ends() {
-        crate::run(|| {
-            let (a, mut b) = UnixStream::pair().unwrap();
-            // Shared, so the cancelled reader does not close the socket (which would
-            // drop its registration and hide a wake-up left on it).
-            let a = Rc::new(a);
-            a.set_read_timeout(Some(Duration::from_secs(3600))).unwrap();
-            let writer = crate::spawn(move || {
-                crate::yield_now();
-                b.write_all(b"x").unwrap();
-                b
-            });
-            let mut byte = [0];
-            assert_eq!((&*a).read(&mut byte).unwrap(), 1, "the read parked, then the data came");
-            assert!(!timers_pending(), "readiness ended the wait: its timer is gone");
-
-            a.set_read_timeout(Some(Duration::from_millis(5))).unwrap();
-            let err = (&*a).read(&mut byte).unwrap_err();
-            assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
-            assert!(!fd_waiters_pending(), "a timed-out wait takes its wake-up off the fd");
-
-            a.set_read_timeout(Some(Duration::from_secs(3600))).unwrap();
-            let held = a.clone();
-            let reader = crate::spawn(move || (&*held).read(&mut [0]).map(|_| ()));
-            crate::yield_now();
-            reader.cancel();
-            assert!(reader.join().is_err(), "cancelled while parked");
-            assert!(!timers_pending(), "a cancelled wait takes its timer back");
-            assert!(!fd_waiters_pending(), "a cancelled wait takes its wake-up off the fd");
-            drop(writer.join().unwrap());
-        });
-    }
+fn wait_once(fd: BorrowedFd<'_>, direction: Direction) -> io::Result<()> {
+    let mut registration = Registration::new();
+    let waited = registration.wait(fd, direction, None);
+    registration.deregister(Some(fd));
+    waited
 }

@@ -33,15 +33,13 @@
 pub mod fiber;
 pub mod io;
 pub mod net;
-mod pool;
 mod reactor;
 pub mod runtime;
 pub mod sync;
 #[allow(unsafe_code)]
 mod sys;
 
-pub use pool::FiberPool;
 pub use runtime::{
     current_task_id, current_task_name, run, sleep, sleep_until, spawn, spawn_blocking, spawn_named, timeout,
-    try_spawn, yield_now, Elapsed, JoinError, JoinHandle, SpawnError,
+    try_spawn, yield_now, Elapsed, FiberPool, JoinError, JoinHandle, SpawnError,
 };

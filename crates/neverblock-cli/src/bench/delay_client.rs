@@ -1,4 +1,4 @@
-//! SYSTEM.md §2 delay_client: 1000 GETs, one connection each, against a server
+//! delay_client (NeverBlock's client benchmark): 1000 GETs, one connection each, against a server
 //! that answers after D ms, by a blocking client, a thread per request, fibers,
 //! and the peers (Go goroutines, MRI threads, Python gevent).
 

@@ -1,4 +1,4 @@
-//! fiber_chain (SYSTEM.md §1): each fiber creates the next and transfers to it;
+//! fiber_chain (the TruffleRuby fibres article's first benchmark): each fiber creates the next and transfers to it;
 //! the last transfers back to the root, and every fiber stays alive.
 //!
 //! Timed: from creating the first fiber to the root receiving t + 1. Teardown

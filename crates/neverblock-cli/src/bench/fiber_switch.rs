@@ -1,4 +1,4 @@
-//! fiber_switch (SYSTEM.md §1): t fibers each loop `yield(random fiber)`; the
+//! fiber_switch (the TruffleRuby fibres article's second benchmark): t fibers each loop `yield(random fiber)`; the
 //! driver does `next = next.resume` n·t times. Measures the resume+yield round trip.
 
 use std::time::{Duration, Instant};

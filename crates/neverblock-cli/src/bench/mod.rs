@@ -1,4 +1,4 @@
-//! `neverblock bench …`: the experiments of SYSTEM.md, each against its peers in one run.
+//! `neverblock bench …`: the published experiments neverblock reproduces, each against its peers in one run.
 
 mod delay_client;
 mod fiber_chain;
@@ -15,9 +15,9 @@ pub(crate) use report::Row;
 /// The benchmarks.
 #[derive(Subcommand, Debug)]
 pub(crate) enum Bench {
-    /// SYSTEM.md §1 fiber_chain: a chain of t fibers, each transferring to the next.
+    /// fiber_chain: a chain of t fibers, each creating the next and transferring to it (TruffleRuby's fibres benchmark).
     FiberChain(fiber_chain::ChainArgs),
-    /// SYSTEM.md §1 fiber_switch: t fibers, each resume+yield to a random next one.
+    /// fiber_switch: t fibers, each resume+yield to a random next one (TruffleRuby's fibres benchmark).
     FiberSwitch(fiber_switch::SwitchArgs),
     /// Spawn a fiber and join it, many times (vs Go's `go` + WaitGroup).
     SpawnJoin(runtime::SpawnJoinArgs),
@@ -25,7 +25,7 @@ pub(crate) enum Bench {
     ChannelPingPong(runtime::PingPongArgs),
     /// A million fibers asleep at once: memory each, and time to wake them all (vs goroutines).
     Sleepers(runtime::SleepersArgs),
-    /// SYSTEM.md §2 delay_client: 1000 GETs against a server that answers after D ms.
+    /// delay_client: 1000 GETs against a server that answers after D ms (NeverBlock's benchmark).
     DelayClient(delay_client::DelayClientArgs),
     /// Every benchmark but `sleepers` (a million fibers), `delay-client` (a server per delay) and
     /// `fiber-chain --max`, with defaults.

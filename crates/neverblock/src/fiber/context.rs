@@ -145,6 +145,8 @@ extern "C" fn enter<F: FnOnce()>(at: *mut u8) -> ! {
     // `started` was called before it, so the context's drop will not drop it too.
     let start = unsafe { std::ptr::read(at.cast::<F>()) };
     start();
+    // Straight to stderr, as std's own fatal-error messages before an abort: no
+    // logger is sure to write out a line before the process dies.
     eprintln!("neverblock: a fiber's start closure returned; this is a bug");
     std::process::abort()
 }

@@ -2,7 +2,7 @@
 //!
 //! Each rule reads a [`View`] of the fiber involved and answers which
 //! [`FiberError`] applies, in MRI 3.1's order of checks (`cont.c`). Nothing here
-//! switches or mutates; `core` applies the links once a check has passed.
+//! switches or mutates; the switch (`switch.rs`) applies the links once a check has passed.
 
 use super::error::FiberError;
 

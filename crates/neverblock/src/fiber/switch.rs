@@ -31,7 +31,7 @@ use super::stack::PooledStack;
 
 /// The panic payload that unwinds a dropped fiber's stack; the fiber's own root
 /// catches it, and the fiber then switches back to the one that dropped it.
-struct Cancelled;
+struct DropUnwind;
 
 /// The untyped state of one fiber, shared by its handles and the links of other fibers.
 pub(crate) struct Core {
@@ -524,7 +524,7 @@ fn hand_over(st: &State, target: Rc<Core>) {
 /// Unwinds the stack of a fiber being dropped, up to its own root.
 #[cold]
 fn cancel() -> ! {
-    panic::resume_unwind(Box::new(Cancelled))
+    panic::resume_unwind(Box::new(DropUnwind))
 }
 
 /// Takes what the switch that woke the calling fiber delivered to it, then lets go
@@ -619,8 +619,8 @@ fn terminate(st: &State, me: &Core) -> Rc<Core> {
 fn finish<T: 'static>(st: &State, outcome: Result<T, FiberError>) -> ! {
     if st.unwinding() {
         if let Err(FiberError::Panicked(payload)) = &outcome {
-            if !payload.is::<Cancelled>() {
-                eprintln!("neverblock: a dropped fiber panicked while unwinding; the panic is discarded");
+            if !payload.is::<DropUnwind>() {
+                log::error!("a dropped fiber panicked while unwinding; the panic is discarded");
             }
         }
         drop(outcome);

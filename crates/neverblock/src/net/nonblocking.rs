@@ -1,20 +1,27 @@
 //! A non-blocking fd that parks the calling fiber, not the thread, when it would block.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::reactor::{poll_blocking, Interest};
-use crate::runtime::scheduler::{self, Woken};
+use crate::reactor::Direction;
+use crate::runtime::registration::Registration;
 
-/// An fd in non-blocking mode with the reactor registration and the timeouts of
+/// An fd in non-blocking mode with its loop registration and the timeouts of
 /// the socket that owns it.
 ///
-/// An operation is tried first and waited for only on `WouldBlock` (readiness is
-/// edge-triggered, so nothing is lost). Inside a task the wait parks the fiber on
-/// the running thread's reactor, registering the fd there the first time; outside
-/// a runtime it blocks the thread in `poll(2)`, as std's blocking sockets do.
+/// An operation is tried when it may succeed and waited for only after it
+/// returned `WouldBlock`: once one has (or a stream's read or write came back
+/// short, which means the same), the next one in that direction parks on the
+/// fd's registration at once, without a system call, until the kernel reports
+/// readiness. Outside a runtime the wait blocks the thread in `poll(2)`, as
+/// std's blocking sockets do.
+///
+/// A read or write timeout is a deadline for the whole call, checked each time
+/// the fd is found not ready; its timer is the registration's own, re-armed
+/// lazily (see `reactor::source`), so a long timeout that rarely expires costs
+/// no timer insert or cancel per wait.
 #[derive(Debug)]
 pub(crate) struct NonBlocking<T: AsFd> {
     /// Declared before `inner`, so it is dropped (deregistered) before the fd closes.
@@ -29,7 +36,7 @@ impl<T: AsFd> NonBlocking<T> {
     /// Wraps `inner`, which the caller has put in non-blocking mode.
     pub(crate) fn new(inner: T) -> NonBlocking<T> {
         NonBlocking {
-            registration: Registration { fd: inner.as_fd().as_raw_fd(), reactor: AtomicU64::new(0) },
+            registration: Registration::new(),
             inner,
             read_timeout: AtomicU64::new(0),
             write_timeout: AtomicU64::new(0),
@@ -43,23 +50,54 @@ impl<T: AsFd> NonBlocking<T> {
     /// Deregisters and gives the fd back (still non-blocking).
     pub(crate) fn into_inner(self) -> T {
         let NonBlocking { mut registration, inner, .. } = self;
-        registration.end(true);
+        registration.deregister(Some(inner.as_fd()));
         inner
     }
 
     /// Runs `op` until it does not return `WouldBlock`, waiting for readability in between.
     pub(crate) fn read_with<R>(&self, op: impl FnMut(&T) -> io::Result<R>) -> io::Result<R> {
-        self.io_with(Interest::READABLE, load(&self.read_timeout), op)
+        self.io_with(Direction::Read, load(&self.read_timeout), op)
+    }
+
+    /// Like [`read_with`](Self::read_with) for a stream read into `len` bytes of
+    /// room: a read that comes back short has drained the socket, so the next one
+    /// waits for the kernel's next report instead of trying first.
+    pub(crate) fn read_stream(&self, len: usize, op: impl FnMut(&T) -> io::Result<usize>) -> io::Result<usize> {
+        let n = self.read_with(op)?;
+        if n > 0 && n < len {
+            self.registration.clear_ready(Direction::Read);
+        }
+        Ok(n)
     }
 
     /// Runs `op` until it does not return `WouldBlock`, waiting for writability in between.
     pub(crate) fn write_with<R>(&self, op: impl FnMut(&T) -> io::Result<R>) -> io::Result<R> {
-        self.io_with(Interest::WRITABLE, load(&self.write_timeout), op)
+        self.io_with(Direction::Write, load(&self.write_timeout), op)
     }
 
-    /// Waits once until the fd is writable (a non-blocking connect completing), until `deadline`.
+    /// Like [`write_with`](Self::write_with) for a stream write of `len` bytes: a
+    /// short write has filled the socket's buffer.
+    pub(crate) fn write_stream(&self, len: usize, op: impl FnMut(&T) -> io::Result<usize>) -> io::Result<usize> {
+        let n = self.write_with(op)?;
+        if n < len {
+            self.registration.clear_ready(Direction::Write);
+        }
+        Ok(n)
+    }
+
+    /// Waits until the fd becomes writable (a non-blocking connect completing), or
+    /// `deadline` passes (`TimedOut`).
     pub(crate) fn wait_writable(&self, deadline: Option<Instant>) -> io::Result<()> {
-        self.wait(Interest::WRITABLE, deadline)
+        self.registration.clear_ready(Direction::Write);
+        loop {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(timed_out(Direction::Write));
+            }
+            self.registration.wait(self.inner.as_fd(), Direction::Write, deadline)?;
+            if self.registration.may_be_ready(Direction::Write) {
+                return Ok(());
+            }
+        }
     }
 
     pub(crate) fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
@@ -80,72 +118,27 @@ impl<T: AsFd> NonBlocking<T> {
 
     fn io_with<R>(
         &self,
-        interest: Interest,
+        direction: Direction,
         timeout: Option<Duration>,
         mut op: impl FnMut(&T) -> io::Result<R>,
     ) -> io::Result<R> {
-        // The clock is read only once the operation would block.
-        let mut deadline = None;
+        // Set at the first wait: the clock is read only once the operation would block.
+        let mut deadline: Option<Option<Instant>> = None;
         loop {
-            match op(&self.inner) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    let deadline = *deadline.get_or_insert_with(|| timeout.map(|t| Instant::now() + t));
-                    self.wait(interest, deadline)?;
+            if self.registration.may_be_ready(direction) {
+                match op(&self.inner) {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.registration.clear_ready(direction),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    result => return result,
                 }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                result => return result,
             }
+            let deadline = match deadline {
+                None => *deadline.insert(timeout.map(|t| Instant::now() + t)),
+                Some(Some(d)) if Instant::now() >= d => return Err(timed_out(direction)),
+                Some(d) => d,
+            };
+            self.registration.wait(self.inner.as_fd(), direction, deadline)?;
         }
-    }
-
-    fn wait(&self, interest: Interest, deadline: Option<Instant>) -> io::Result<()> {
-        let fd = self.registration.fd;
-        let Some(s) = scheduler::in_task() else {
-            return if poll_blocking(fd, interest, deadline)? { Ok(()) } else { Err(timed_out(interest)) };
-        };
-        let id = s.reactor.id();
-        if self.registration.reactor.load(Ordering::Relaxed) != id {
-            s.reactor.register(fd)?;
-            self.registration.reactor.store(id, Ordering::Relaxed);
-        }
-        match crate::io::park_on_fd(&s, fd, interest, deadline) {
-            Woken::Ready => Ok(()),
-            Woken::TimedOut => Err(timed_out(interest)),
-        }
-    }
-}
-
-/// Which reactor an fd is registered with; ends the registration when dropped.
-#[derive(Debug)]
-struct Registration {
-    fd: RawFd,
-    /// The reactor's id (0: none yet).
-    reactor: AtomicU64,
-}
-
-impl Registration {
-    /// Ends the registration with this thread's reactor, if it is registered there:
-    /// `from_poller` removes the fd from epoll too (the fd lives on); otherwise the
-    /// reactor only forgets it, since closing the fd, which follows, removes it from
-    /// epoll without a system call of ours. A registration on another thread's
-    /// reactor ends when the fd is closed.
-    fn end(&mut self, from_poller: bool) {
-        let id = std::mem::take(self.reactor.get_mut());
-        if id == 0 {
-            return;
-        }
-        if let Some(s) = scheduler::current() {
-            if s.reactor.id() == id {
-                s.reactor.deregister(self.fd, from_poller);
-            }
-        }
-    }
-}
-
-impl Drop for Registration {
-    /// Runs just before the fd is closed (the field order of `NonBlocking`).
-    fn drop(&mut self) {
-        self.end(false);
     }
 }
 
@@ -171,7 +164,128 @@ fn store(timeout: &AtomicU64, value: Option<Duration>) -> io::Result<()> {
 }
 
 /// The error of an operation that waited past its timeout.
-fn timed_out(interest: Interest) -> io::Error {
-    let what = if interest.readable { "read" } else { "write" };
+fn timed_out(direction: Direction) -> io::Error {
+    let what = match direction {
+        Direction::Read => "read",
+        Direction::Write => "write",
+    };
     io::Error::new(io::ErrorKind::TimedOut, format!("socket {what} timed out"))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+    use std::io::{Read, Write};
+    use std::os::unix::net::UnixStream;
+    use std::rc::Rc;
+
+    use super::*;
+    use crate::runtime::scheduler;
+
+    /// A non-blocking socket pair, the first end wrapped.
+    fn pair() -> (Rc<NonBlocking<UnixStream>>, UnixStream) {
+        let (a, b) = UnixStream::pair().unwrap();
+        a.set_nonblocking(true).unwrap();
+        (Rc::new(NonBlocking::new(a)), b)
+    }
+
+    /// Reads into 64 bytes of room, counting the attempts.
+    fn read(io: &NonBlocking<UnixStream>, attempts: &Cell<usize>) -> Vec<u8> {
+        let mut buf = [0; 64];
+        let n = io
+            .read_stream(buf.len(), |mut s| {
+                attempts.set(attempts.get() + 1);
+                s.read(&mut buf)
+            })
+            .unwrap();
+        buf[..n].to_vec()
+    }
+
+    /// Writes `bytes` to `peer` once the calling fiber has parked.
+    fn send_later(mut peer: UnixStream, bytes: &'static [u8]) -> crate::JoinHandle<UnixStream> {
+        crate::spawn(move || {
+            peer.write_all(bytes).unwrap();
+            peer
+        })
+    }
+
+    #[test]
+    fn a_read_after_a_short_read_parks_without_trying_first() {
+        crate::run(|| {
+            let (io, peer) = pair();
+            let attempts = Cell::new(0);
+            let peer = send_later(peer, b"abc");
+            assert_eq!(read(&io, &attempts), b"abc");
+            assert_eq!(attempts.get(), 2, "one attempt would block, the next one read");
+            let peer = send_later(peer.join().unwrap(), b"def");
+            assert_eq!(read(&io, &attempts), b"def");
+            assert_eq!(attempts.get(), 3, "the short read drained the socket: no attempt before the data came");
+            drop(peer.join().unwrap());
+        });
+    }
+
+    #[test]
+    fn end_of_file_after_a_short_read_is_seen_though_the_kernel_reports_it_once() {
+        crate::run(|| {
+            let (io, mut peer) = pair();
+            io.set_read_timeout(Some(Duration::from_secs(10))).unwrap(); // a hang guard, not a measure
+            let attempts = Cell::new(0);
+            let closer = crate::spawn(move || {
+                peer.write_all(b"last").unwrap();
+                drop(peer);
+            });
+            assert_eq!(read(&io, &attempts), b"last", "data and end-of-file in one report");
+            assert_eq!(read(&io, &attempts), b"", "end-of-file, not a wait for a report that never comes");
+            closer.join().unwrap();
+        });
+    }
+
+    #[test]
+    fn a_read_timeout_is_one_timer_however_many_reads_wait() {
+        crate::run(|| {
+            let (io, mut peer) = pair();
+            io.set_read_timeout(Some(Duration::from_secs(3600))).unwrap();
+            let attempts = Cell::new(0);
+            let reactor = || scheduler::current().expect("inside run");
+            let before = reactor().reactor_for_tests().timers_set();
+            for round in 0..50u8 {
+                let writer = crate::spawn(move || {
+                    peer.write_all(&[round]).unwrap();
+                    peer
+                });
+                assert_eq!(read(&io, &attempts), [round]);
+                peer = writer.join().unwrap();
+            }
+            let set = reactor().reactor_for_tests().timers_set() - before;
+            assert_eq!(set, 1, "50 waits under one hour-long timeout armed one timer");
+            drop(io);
+            assert!(!reactor().reactor_for_tests().has_timers(), "the socket's timer left with it");
+        });
+    }
+
+    #[test]
+    fn a_timed_out_or_cancelled_read_leaves_no_waiter_and_a_closed_socket_no_timer() {
+        crate::run(|| {
+            let (io, _peer) = pair();
+            let reactor = || scheduler::current().expect("inside run");
+            let attempts = Rc::new(Cell::new(0));
+            io.set_read_timeout(Some(Duration::from_millis(5))).unwrap();
+            let mut buf = [0; 8];
+            let err = io.read_stream(8, |mut s| s.read(&mut buf)).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+            assert!(!reactor().reactor_for_tests().has_fd_waiters(), "a timed-out wait takes itself off the fd");
+
+            io.set_read_timeout(Some(Duration::from_secs(3600))).unwrap();
+            let (held, count) = (io.clone(), attempts.clone());
+            let reader = crate::spawn(move || read(&held, &count));
+            crate::yield_now();
+            assert!(reactor().reactor_for_tests().has_fd_waiters(), "the reader is parked on the fd");
+            reader.cancel();
+            assert!(reader.join().is_err(), "cancelled while parked");
+            assert!(!reactor().reactor_for_tests().has_fd_waiters(), "a cancelled wait takes itself off the fd");
+            drop(io);
+            assert_eq!(reactor().reactor_for_tests().registered(), 0, "the socket deregistered on drop");
+            assert!(!reactor().reactor_for_tests().has_timers(), "and took its deadline timer along");
+        });
+    }
 }

@@ -14,7 +14,8 @@ const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
 /// Accepts connections forever, running `handler` in a fiber of its own for each.
 ///
-/// What a server must survive is survived and reported on stderr, once per episode:
+/// What a server must survive is survived and reported through the `log` facade
+/// (target `neverblock::net::serve`), once per episode:
 /// - out of file descriptors or kernel memory (`EMFILE`, `ENFILE`, `ENOBUFS`,
 ///   `ENOMEM`): the connection stays in the backlog; the loop pauses 5 ms,
 ///   doubling to 1 s, and accepts again;
@@ -39,7 +40,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(1);
 ///     let err = serve(&listener, |mut conn| {
 ///         let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
 ///     });
-///     eprintln!("server stopped: {err:?}");
+///     log::error!("server stopped: {err:?}");
 /// });
 /// ```
 pub fn serve(listener: &TcpListener, handler: impl Fn(TcpStream) + 'static) -> io::Result<Infallible> {
@@ -50,19 +51,19 @@ pub fn serve(listener: &TcpListener, handler: impl Fn(TcpStream) + 'static) -> i
         match listener.accept() {
             Ok((conn, _)) => {
                 if backoff.take().is_some() {
-                    eprintln!("neverblock: accepting again after {failures} failed attempts");
+                    log::info!("accepting again after {failures} failed attempts");
                     failures = 0;
                 }
                 let handler = handler.clone();
                 if let Err(e) = crate::try_spawn(move || handler(conn)) {
-                    eprintln!("neverblock: connection closed unserved: {e}");
+                    log::warn!("connection closed unserved: {e}");
                 }
             }
             Err(e) if is_exhaustion(&e) => {
                 failures += 1;
                 let pause = backoff.map_or(FIRST_BACKOFF, |b| (b * 2).min(MAX_BACKOFF));
                 if backoff.is_none() {
-                    eprintln!("neverblock: accept failed: {e}; retrying every {pause:?} or more until it succeeds");
+                    log::warn!("accept failed: {e}; retrying every {pause:?} or more until it succeeds");
                 }
                 backoff = Some(pause);
                 crate::sleep(pause);

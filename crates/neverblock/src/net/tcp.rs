@@ -289,21 +289,23 @@ impl TcpStream {
 
 impl Read for &TcpStream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.io.read_with(|mut s| s.read(buf))
+        self.io.read_stream(buf.len(), |mut s| s.read(buf))
     }
 
     fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        self.io.read_with(|mut s| s.read_vectored(bufs))
+        let len = bufs.iter().map(|b| b.len()).sum();
+        self.io.read_stream(len, |mut s| s.read_vectored(bufs))
     }
 }
 
 impl Write for &TcpStream {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.io.write_with(|mut s| s.write(buf))
+        self.io.write_stream(buf.len(), |mut s| s.write(buf))
     }
 
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        self.io.write_with(|mut s| s.write_vectored(bufs))
+        let len = bufs.iter().map(|b| b.len()).sum();
+        self.io.write_stream(len, |mut s| s.write_vectored(bufs))
     }
 
     fn flush(&mut self) -> io::Result<()> {

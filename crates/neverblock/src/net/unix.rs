@@ -139,13 +139,13 @@ impl UnixStream {
 
 impl Read for &UnixStream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.io.read_with(|mut s| s.read(buf))
+        self.io.read_stream(buf.len(), |mut s| s.read(buf))
     }
 }
 
 impl Write for &UnixStream {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.io.write_with(|mut s| s.write(buf))
+        self.io.write_stream(buf.len(), |mut s| s.write(buf))
     }
 
     fn flush(&mut self) -> io::Result<()> {

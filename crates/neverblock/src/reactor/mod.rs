@@ -1,119 +1,116 @@
 //! The event loop's waiting half: fd readiness (epoll), deadlines (the timer
-//! queue) and wake-ups from other threads (eventfd), behind one `turn`.
+//! queue) and wake-ups from other threads (an eventfd), behind one `turn`.
 //!
-//! The boundary a backend must keep (so io_uring can replace epoll later): register
-//! interest in an fd under a token, wait with a timeout for a batch of ready
+//! The boundary a backend must keep (so io_uring can replace epoll later):
+//! register an fd under a token, wait with a timeout for a batch of ready
 //! tokens, and be woken from another thread. Nothing outside this module and
-//! `sys` names epoll.
+//! `sys` names epoll, and only `runtime::registration` registers fds.
 
+pub(crate) mod source;
 pub(crate) mod timer;
 
-use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+#[cfg(test)]
+mod tests;
+
+use std::cell::RefCell;
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub(crate) use crate::sys::epoll::{poll_blocking, Interest, Waker};
+pub(crate) use crate::sys::epoll::{poll_blocking, Direction, EventFd};
 use crate::sys::epoll::{Event, Poller};
+use source::{Sources, Token, Waited};
 use timer::{TimerKey, TimerQueue};
 
-/// The token of the cross-thread waker; fds use their own number as token.
-const WAKER_TOKEN: u64 = u64::MAX;
+/// The epoll token of the cross-thread eventfd; no source's token is this.
+const EVENTFD_TOKEN: u64 = u64::MAX;
 
-/// Who to wake: a task, and which of its parks (so a late wake-up is ignored).
+/// A task's turn: the task, and the number of the park it is in. A wake-up
+/// carries the turn it was handed; once the task has moved on to another park,
+/// the wake-up is stale and ignored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Wake {
+pub(crate) struct Turn {
     pub(crate) task: u64,
-    pub(crate) park: u64,
+    pub(crate) number: u64,
 }
 
-/// Readiness of one registered fd, and the tasks waiting for it.
-#[derive(Default)]
-struct Readiness {
-    readable: bool,
-    writable: bool,
-    readers: Vec<Wake>,
-    writers: Vec<Wake>,
+/// What the loop found for the scheduler to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wake {
+    /// Continue the task, if it is still in this turn's park.
+    Continue(Turn),
+    /// A `timeout` scope of the task expired: end whatever park it is in.
+    TimeOut(u64),
 }
 
-/// Registered fds by number, hashed by [`FdHasher`].
-type FdMap<V> = HashMap<RawFd, V, BuildHasherDefault<FdHasher>>;
-
-/// Hashes an fd with one multiply (Fibonacci hashing): fds are small numbers the
-/// kernel hands out, which no one can choose to collide, so SipHash's defence
-/// against chosen keys buys nothing on this path, taken on every fd wait.
-#[derive(Default)]
-struct FdHasher(u64);
-
-impl Hasher for FdHasher {
-    fn write(&mut self, _: &[u8]) {
-        unreachable!("the map's keys are fds, which hash through write_i32")
-    }
-
-    fn write_i32(&mut self, fd: i32) {
-        self.0 = u64::from(fd as u32);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0.wrapping_mul(0x9E37_79B9_7F4A_7C15)
-    }
+/// What a timer entry does when it fires.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Alarm {
+    /// Wakes a task (a sleep, a park with a deadline, a `timeout` scope).
+    Wake(Wake),
+    /// A source's deadline timer: wakes the fibers parked on that direction whose
+    /// deadline has passed.
+    SourceDeadline(Token, Direction),
 }
 
-/// One thread's poller, timers and fd readiness.
+/// One thread's poller, timers and registered fds.
 pub(crate) struct Reactor {
-    /// Unique in the process, so an fd can tell whether it is registered with this reactor.
+    /// Unique in the process, so a registration can tell whether it is with this reactor.
     id: u64,
     poller: Poller,
-    waker: Arc<Waker>,
-    timers: RefCell<TimerQueue<Wake>>,
-    fds: RefCell<FdMap<Readiness>>,
-    /// Tasks waiting in `fds`, so the loop can ask without scanning every fd.
-    fd_waiters: Cell<usize>,
+    eventfd: Arc<EventFd>,
+    timers: RefCell<TimerQueue<Alarm>>,
+    sources: RefCell<Sources>,
     events: RefCell<Vec<Event>>,
+    /// Alarms that fired, kept between turns so expiring timers allocates nothing.
+    fired: RefCell<Vec<Alarm>>,
 }
 
 impl std::fmt::Debug for Reactor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Reactor").field("timers", &self.timers.borrow().len()).finish_non_exhaustive()
+        f.debug_struct("Reactor").field("id", &self.id).field("timers", &self.timers.borrow().len()).finish()
     }
 }
 
-/// What one `turn` found ready.
-pub(crate) struct Turn {
-    /// Tasks to make runnable.
+/// What one `turn` found.
+pub(crate) struct Found {
+    /// Tasks to continue or time out.
     pub(crate) woken: Vec<Wake>,
-    /// The cross-thread waker fired.
+    /// The cross-thread eventfd fired.
     pub(crate) remote: bool,
 }
 
 impl Reactor {
     pub(crate) fn new() -> io::Result<Reactor> {
         let poller = Poller::new()?;
-        let waker = Arc::new(Waker::new(&poller, WAKER_TOKEN)?);
+        let eventfd = Arc::new(EventFd::new(&poller, EVENTFD_TOKEN)?);
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         Ok(Reactor {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             poller,
-            waker,
+            eventfd,
             timers: RefCell::new(TimerQueue::new()),
-            fds: RefCell::new(FdMap::default()),
-            fd_waiters: Cell::new(0),
+            sources: RefCell::new(Sources::default()),
             events: RefCell::new(Vec::new()),
+            fired: RefCell::new(Vec::new()),
         })
     }
 
-    /// A handle that wakes this reactor's `turn` from any thread.
-    pub(crate) fn remote_waker(&self) -> Arc<Waker> {
-        self.waker.clone()
+    /// This reactor's number, never 0 and never reused in the process.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
     }
 
-    /// Wakes `wake` at `deadline`.
-    pub(crate) fn add_timer(&self, deadline: Instant, wake: Wake) -> TimerKey {
-        self.timers.borrow_mut().insert(deadline, wake)
+    /// The eventfd that wakes this reactor's `turn` from any thread.
+    pub(crate) fn remote_eventfd(&self) -> Arc<EventFd> {
+        self.eventfd.clone()
+    }
+
+    /// Fires `alarm` at `deadline`.
+    pub(crate) fn add_timer(&self, deadline: Instant, alarm: Alarm) -> TimerKey {
+        self.timers.borrow_mut().insert(deadline, alarm)
     }
 
     /// Takes back the timer `key`; false if it had already fired.
@@ -131,107 +128,110 @@ impl Reactor {
         next.is_some_and(|d| d <= Instant::now())
     }
 
-    /// Whether some task waits for an fd.
+    /// Whether some fiber is parked on a registered fd.
     pub(crate) fn has_fd_waiters(&self) -> bool {
-        self.fd_waiters.get() > 0
+        self.sources.borrow().has_parked()
     }
 
-    /// This reactor's number, never 0 and never reused in the process.
-    pub(crate) fn id(&self) -> u64 {
-        self.id
-    }
-
-    /// Adds `fd` to the poller (both directions, edge-triggered). An `EEXIST` means
-    /// it is still registered and keeps what was cached; success means it is new,
-    /// or a new file under a reused number (the kernel drops closed fds from epoll
-    /// by itself), so what was cached for the number is stale and forgotten.
-    pub(crate) fn register(&self, fd: RawFd) -> io::Result<()> {
-        match self.poller.add(fd, fd as u64, Interest::BOTH) {
-            Ok(()) => {
-                let stale = self.fds.borrow_mut().insert(fd, Readiness::default());
-                if let Some(stale) = stale {
-                    self.fd_waiters.set(self.fd_waiters.get() - stale.readers.len() - stale.writers.len());
-                }
-                Ok(())
-            }
-            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => Ok(()),
-            Err(e) => Err(e),
+    /// Registers `fd` (edge-triggered, both directions) as a new source, neither
+    /// direction ready until the kernel reports it (it reports what is ready at
+    /// once, in the next turn).
+    pub(crate) fn register(&self, fd: BorrowedFd<'_>) -> io::Result<Token> {
+        let token = self.sources.borrow_mut().insert();
+        if let Err(e) = self.poller.add(fd, token.to_raw()) {
+            self.sources.borrow_mut().remove(token);
+            return Err(e);
         }
+        Ok(token)
     }
 
-    /// Forgets `fd`, and removes it from the poller when `from_poller` (the fd
-    /// stays open). An fd about to be closed needs no removal: closing it does that,
-    /// and an event that still arrives for its number (from a duplicate of it
-    /// elsewhere) is only a spurious wake, since every wait re-tries its operation.
-    pub(crate) fn deregister(&self, fd: RawFd, from_poller: bool) {
-        if from_poller {
+    /// Ends the source `token`. `fd` is given when the fd stays open, to take it
+    /// out of the poller; an fd about to be closed needs no system call, since
+    /// closing it does that (and an event still arriving for it, from a duplicate
+    /// of the fd elsewhere, names a generation no source has). Fibers still parked
+    /// on it are woken, to try their operation again.
+    pub(crate) fn deregister(&self, token: Token, fd: Option<BorrowedFd<'_>>) -> Vec<Turn> {
+        if let Some(fd) = fd {
             self.poller.delete(fd);
         }
-        if let Some(stale) = self.fds.borrow_mut().remove(&fd) {
-            self.fd_waiters.set(self.fd_waiters.get() - stale.readers.len() - stale.writers.len());
+        let (timers, woken) = self.sources.borrow_mut().remove(token);
+        for key in timers {
+            self.cancel_timer(key);
+        }
+        woken
+    }
+
+    /// Whether an operation in `direction` on `token` is worth trying: the kernel
+    /// reported it ready and none has returned `WouldBlock` since.
+    pub(crate) fn is_ready(&self, token: Token, direction: Direction) -> bool {
+        self.sources.borrow_mut().is_ready(token, direction)
+    }
+
+    /// Notes that an operation in `direction` on `token` would block.
+    pub(crate) fn clear_ready(&self, token: Token, direction: Direction) {
+        self.sources.borrow_mut().clear_ready(token, direction);
+    }
+
+    /// For a registered `token`: true when `direction` is ready already; else
+    /// parks `turn` on it until the kernel reports readiness or `deadline` passes
+    /// (the source's deadline timer is armed if none fires early enough).
+    pub(crate) fn wait(&self, token: Token, direction: Direction, turn: Turn, deadline: Option<Instant>) -> bool {
+        let waited = self.sources.borrow_mut().wait(token, direction, turn, deadline);
+        match waited {
+            Waited::Ready => true,
+            Waited::Parked { arm: None } => false,
+            Waited::Parked { arm: Some(at) } => {
+                let key = self.add_timer(at, Alarm::SourceDeadline(token, direction));
+                let replaced = self.sources.borrow_mut().set_timer(token, direction, key, at);
+                if let Some(old) = replaced {
+                    self.cancel_timer(old);
+                }
+                false
+            }
         }
     }
 
-    /// For a registered `fd`: readiness already seen (and consumed), or `wake`
-    /// queued for the next edge. Returns true when the caller may go on without parking.
-    pub(crate) fn wait_fd(&self, fd: RawFd, interest: Interest, wake: Wake) -> bool {
-        let mut fds = self.fds.borrow_mut();
-        let readiness = fds.entry(fd).or_default();
-        let (ready, waiters) = if interest.readable {
-            (&mut readiness.readable, &mut readiness.readers)
-        } else {
-            (&mut readiness.writable, &mut readiness.writers)
-        };
-        if std::mem::take(ready) {
-            return true;
-        }
-        waiters.push(wake);
-        self.fd_waiters.set(self.fd_waiters.get() + 1);
-        false
-    }
-
-    /// For any `fd`, registered or not: [`register`](Self::register) unless
-    /// readiness for `interest` is cached (so it is registered).
-    pub(crate) fn register_unless_ready(&self, fd: RawFd, interest: Interest) -> io::Result<()> {
-        let cached =
-            self.fds.borrow().get(&fd).is_some_and(|r| if interest.readable { r.readable } else { r.writable });
-        if cached {
-            Ok(())
-        } else {
-            self.register(fd)
-        }
-    }
-
-    /// Takes back the wake-ups `task` left waiting on `fd` (its park ended
-    /// another way: a timeout, a cancellation), so none outlives its park.
-    pub(crate) fn unwait(&self, fd: RawFd, interest: Interest, task: u64) {
-        let mut fds = self.fds.borrow_mut();
-        let Some(readiness) = fds.get_mut(&fd) else { return };
-        let waiters = if interest.readable { &mut readiness.readers } else { &mut readiness.writers };
-        let before = waiters.len();
-        waiters.retain(|w| w.task != task);
-        self.fd_waiters.set(self.fd_waiters.get() - (before - waiters.len()));
+    /// Takes back the wait `task` left on `token` (its park ended another way).
+    pub(crate) fn unwait(&self, token: Token, direction: Direction, task: u64) {
+        self.sources.borrow_mut().unwait(token, direction, task);
     }
 
     /// The tasks whose timers are due, without asking the poller (no system call).
-    pub(crate) fn expire_timers(&self) -> Turn {
-        let mut turn = Turn { woken: Vec::new(), remote: false };
-        self.expire_into(&mut turn.woken);
-        turn
+    pub(crate) fn expire_timers(&self) -> Found {
+        let mut found = Found { woken: Vec::new(), remote: false };
+        self.expire_into(&mut found.woken);
+        found
     }
 
-    /// Adds the tasks whose timers are due to `woken` (reads the clock only when there are timers).
+    /// Adds what the due timers wake to `woken` (reads the clock only when there
+    /// are timers); a source's deadline timer is re-armed for the fibers still waiting.
     fn expire_into(&self, woken: &mut Vec<Wake>) {
-        let mut timers = self.timers.borrow_mut();
-        if !timers.is_empty() {
-            timers.expire(Instant::now(), woken);
+        if self.timers.borrow().is_empty() {
+            return;
         }
+        let now = Instant::now();
+        let mut fired = self.fired.borrow_mut();
+        self.timers.borrow_mut().expire(now, &mut fired);
+        let mut turns = Vec::new();
+        for alarm in fired.drain(..) {
+            match alarm {
+                Alarm::Wake(wake) => woken.push(wake),
+                Alarm::SourceDeadline(token, direction) => {
+                    let again = self.sources.borrow_mut().deadline(token, direction, now, &mut turns);
+                    if let Some(at) = again {
+                        let key = self.add_timer(at, Alarm::SourceDeadline(token, direction));
+                        self.sources.borrow_mut().set_timer(token, direction, key, at);
+                    }
+                }
+            }
+        }
+        woken.extend(turns.into_iter().map(Wake::Continue));
     }
 
     /// Waits for readiness, a deadline or a remote wake (at most `timeout`, `None`
     /// for until something happens) and returns who to wake.
-    pub(crate) fn turn(&self, timeout: Option<Duration>) -> io::Result<Turn> {
-        let next_deadline = self.timers.borrow_mut().next_deadline();
+    pub(crate) fn turn(&self, timeout: Option<Duration>) -> io::Result<Found> {
+        let next_deadline = self.timers.borrow().next_deadline();
         let timeout = match (timeout, next_deadline) {
             (t, None) => t,
             (None, Some(d)) => Some(d.saturating_duration_since(Instant::now())),
@@ -239,63 +239,32 @@ impl Reactor {
         };
         let mut events = self.events.borrow_mut();
         self.poller.wait(&mut events, timeout)?;
-        let mut turn = Turn { woken: Vec::new(), remote: false };
-        let mut fds = self.fds.borrow_mut();
+        let mut found = Found { woken: Vec::new(), remote: false };
+        let mut turns = Vec::new();
+        let mut sources = self.sources.borrow_mut();
         for event in events.iter() {
-            if event.token == WAKER_TOKEN {
-                self.waker.reset()?;
-                turn.remote = true;
+            if event.token == EVENTFD_TOKEN {
+                self.eventfd.reset()?;
+                found.remote = true;
                 continue;
             }
-            let Some(readiness) = fds.get_mut(&(event.token as RawFd)) else { continue };
-            if event.readable || event.hangup {
-                if readiness.readers.is_empty() {
-                    readiness.readable = true;
-                }
-                turn.woken.append(&mut readiness.readers);
-            }
-            if event.writable || event.hangup {
-                if readiness.writers.is_empty() {
-                    readiness.writable = true;
-                }
-                turn.woken.append(&mut readiness.writers);
-            }
+            sources.ready(event, &mut turns);
         }
-        self.fd_waiters.set(self.fd_waiters.get() - turn.woken.len());
-        self.expire_into(&mut turn.woken);
-        Ok(turn)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::net::UnixStream;
-
-    use super::*;
-
-    #[test]
-    fn a_wait_taken_back_leaves_no_waiter_behind() {
-        let reactor = Reactor::new().unwrap();
-        let (a, _b) = UnixStream::pair().unwrap();
-        let fd = a.as_raw_fd();
-        reactor.register(fd).unwrap();
-        assert!(!reactor.wait_fd(fd, Interest::READABLE, Wake { task: 7, park: 1 }), "nothing to read yet");
-        assert!(reactor.has_fd_waiters());
-        reactor.unwait(fd, Interest::READABLE, 8);
-        assert!(reactor.has_fd_waiters(), "another task's wait is not this one's to take back");
-        reactor.unwait(fd, Interest::READABLE, 7);
-        assert!(!reactor.has_fd_waiters(), "the wait was taken back");
+        drop(sources);
+        found.woken.extend(turns.into_iter().map(Wake::Continue));
+        self.expire_into(&mut found.woken);
+        Ok(found)
     }
 
-    #[test]
-    fn fd_hashes_spread_over_the_buckets_a_map_uses() {
-        use std::hash::BuildHasher;
-        let hasher = BuildHasherDefault::<FdHasher>::default();
-        // hashbrown picks a bucket from the low bits and a tag from the top 7.
-        let buckets: std::collections::HashSet<u64> = (0..1024).map(|fd: RawFd| hasher.hash_one(fd) & 1023).collect();
-        assert_eq!(buckets.len(), 1024, "1024 consecutive fds take 1024 distinct buckets");
-        let tags: std::collections::HashSet<u64> = (0..1024).map(|fd: RawFd| hasher.hash_one(fd) >> 57).collect();
-        assert!(tags.len() > 100, "the tags vary too: {}", tags.len());
+    /// How many timers were ever set.
+    #[cfg(test)]
+    pub(crate) fn timers_set(&self) -> u64 {
+        self.timers.borrow().inserted()
+    }
+
+    /// How many sources are registered now.
+    #[cfg(test)]
+    pub(crate) fn registered(&self) -> usize {
+        self.sources.borrow().len()
     }
 }

@@ -149,6 +149,12 @@ impl<T> TimerQueue<T> {
         self.heap = BinaryHeap::from(entries);
     }
 
+    /// How many entries were ever inserted.
+    #[cfg(test)]
+    pub(crate) fn inserted(&self) -> u64 {
+        self.next_seq
+    }
+
     /// Room reserved by the heap, slab and free list, in entries.
     #[cfg(test)]
     fn storage_len(&self) -> usize {

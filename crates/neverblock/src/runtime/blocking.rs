@@ -15,7 +15,7 @@ pub const MAX_BLOCKING_THREADS: usize = 64;
 /// An idle pool thread exits after this long.
 const IDLE: Duration = Duration::from_secs(10);
 
-type Job = Box<dyn FnOnce() + Send>;
+type BlockingCall = Box<dyn FnOnce() + Send>;
 
 struct Pool {
     state: Mutex<State>,
@@ -23,7 +23,7 @@ struct Pool {
 }
 
 struct State {
-    jobs: VecDeque<Job>,
+    jobs: VecDeque<BlockingCall>,
     threads: usize,
     idle: usize,
 }
@@ -82,7 +82,7 @@ struct Slot<T> {
     waiter: Option<Waiter>,
 }
 
-fn submit(job: Job) {
+fn submit(job: BlockingCall) {
     let pool = pool();
     let mut state = pool.state.lock().unwrap_or_else(|p| p.into_inner());
     state.jobs.push_back(job);

@@ -42,6 +42,8 @@
 //! ```
 
 mod blocking;
+mod fiber_pool;
+pub(crate) mod registration;
 mod remote;
 #[allow(unsafe_code)]
 mod running;
@@ -56,6 +58,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 pub use blocking::{spawn_blocking, MAX_BLOCKING_THREADS};
+pub use fiber_pool::FiberPool;
 pub use task::{JoinError, JoinHandle};
 pub use threads::{
     available_threads, spawn_least_loaded, spawn_on, thread_count, thread_index, Builder, RemoteJoinHandle,
@@ -154,7 +157,7 @@ fn spawn_in<T: 'static>(
     name: Option<Rc<str>>,
     f: impl FnOnce() -> T + 'static,
 ) -> JoinHandle<T> {
-    let (job, cell) = task::job(f);
+    let (job, cell) = task::task_body(f);
     let id = scheduler.spawn(name, job);
     JoinHandle { id, cell }
 }
@@ -340,7 +343,7 @@ mod tests {
             sleeper.cancel();
             assert!(sleeper.join().is_err(), "cancelled while asleep");
             let s = super::scheduler::current().expect("inside run");
-            assert!(!s.reactor.has_timers(), "no timer is left to hold the loop awake");
+            assert!(!s.reactor().has_timers(), "no timer is left to hold the loop awake");
         });
     }
 }

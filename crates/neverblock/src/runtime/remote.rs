@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use super::scheduler::Scheduler;
-use crate::reactor::Waker;
+use crate::reactor::EventFd;
 
-type Job = Box<dyn FnOnce(&Scheduler) + Send>;
+type RemoteCall = Box<dyn FnOnce(&Scheduler) + Send>;
 
 /// The runtimes alive in the process, by id (a handful: one per runtime thread).
 static LIVE: Mutex<Vec<(u64, Weak<Inner>)>> = Mutex::new(Vec::new());
@@ -31,16 +31,16 @@ pub(crate) struct RemoteHandle {
 }
 
 struct Inner {
-    jobs: Mutex<Vec<Job>>,
+    jobs: Mutex<Vec<RemoteCall>>,
     /// Set with every job, cleared when the jobs are taken: read without the lock.
     pending: AtomicBool,
-    waker: Arc<Waker>,
+    eventfd: Arc<EventFd>,
 }
 
 impl Remote {
     /// The receiving end of the runtime `id`, listed so [`find`] reaches it.
-    pub(crate) fn new(id: u64, waker: Arc<Waker>) -> Remote {
-        let inner = Arc::new(Inner { jobs: Mutex::new(Vec::new()), pending: AtomicBool::new(false), waker });
+    pub(crate) fn new(id: u64, eventfd: Arc<EventFd>) -> Remote {
+        let inner = Arc::new(Inner { jobs: Mutex::new(Vec::new()), pending: AtomicBool::new(false), eventfd });
         lock(&LIVE).push((id, Arc::downgrade(&inner)));
         Remote { id, inner }
     }
@@ -87,13 +87,13 @@ pub(crate) fn find(id: u64) -> Option<RemoteHandle> {
 
 impl RemoteHandle {
     /// Queues `job` to run on the runtime's thread and wakes its loop.
-    pub(crate) fn send(&self, job: Job) {
+    pub(crate) fn send(&self, job: RemoteCall) {
         {
             let mut jobs = lock(&self.inner.jobs);
             jobs.push(job);
             self.inner.pending.store(true, Ordering::Release);
         }
         // A failed wake means the eventfd is gone with its runtime; the job is dropped with it.
-        let _ = self.inner.waker.wake();
+        let _ = self.inner.eventfd.wake();
     }
 }

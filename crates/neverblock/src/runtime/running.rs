@@ -10,7 +10,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 use super::scheduler::Scheduler;
-use crate::reactor::Wake;
+use crate::reactor::Turn;
 
 thread_local! {
     /// Holds this thread's scheduler from `enter` until its guard drops.
@@ -53,14 +53,14 @@ pub(super) fn get(running_task: bool) -> Option<Rc<Scheduler>> {
     }
 }
 
-/// Hands `wake` to this thread's scheduler when it is the one numbered `id`;
+/// Hands `turn` to this thread's scheduler when it is the one numbered `id`;
 /// false when it is not (or no runtime runs here). `Scheduler::wake` only queues
 /// work and never switches fibers, so the scheduler is borrowed without a count.
 #[inline(always)]
-pub(super) fn wake_if_here(id: u64, wake: Wake) -> bool {
+pub(super) fn wake_if_here(id: u64, turn: Turn) -> bool {
     match borrow() {
         Some(scheduler) if scheduler.id() == id => {
-            scheduler.wake(wake);
+            scheduler.wake(turn);
             true
         }
         _ => false,
@@ -86,7 +86,7 @@ mod tests {
     use std::rc::Rc;
 
     use super::{enter, get, wake_if_here};
-    use crate::reactor::Wake;
+    use crate::reactor::Turn;
     use crate::runtime::scheduler::Scheduler;
 
     #[test]
@@ -106,11 +106,11 @@ mod tests {
 
     #[test]
     fn a_wake_is_taken_only_by_the_scheduler_it_names() {
-        let wake = Wake { task: 1, park: 1 };
-        assert!(!wake_if_here(1, wake), "no runtime here");
+        let turn = Turn { task: 1, number: 1 };
+        assert!(!wake_if_here(1, turn), "no runtime here");
         let scheduler = Rc::new(Scheduler::new().unwrap());
         let _guard = enter(&scheduler);
-        assert!(!wake_if_here(scheduler.id() + 1, wake), "another runtime's wake is not this one's");
-        assert!(wake_if_here(scheduler.id(), wake));
+        assert!(!wake_if_here(scheduler.id() + 1, turn), "another runtime's wake is not this one's");
+        assert!(wake_if_here(scheduler.id(), turn));
     }
 }

@@ -15,22 +15,19 @@ use std::time::Instant;
 use slab::Slab;
 
 use super::running;
-use super::task::Job;
+use super::task::TaskBody;
 use crate::fiber::{self, inherited_now, Fiber, Inherited, PanicPayload, StackError};
 use crate::reactor::timer::TimerKey;
-use crate::reactor::{Reactor, Wake};
+use crate::reactor::{Alarm, Reactor, Turn, Wake};
 
 /// Task switches between two polls for timers and I/O while tasks are runnable (tokio's figure).
 const POLL_EVERY: u32 = 61;
 
-/// `Wake::park` of a timeout scope's timer: it wakes the task whatever it is parked on.
-const TIMEOUT: u64 = 0;
-
-/// A new task's turn number (`Task::park`), which no timeout's wake-up carries.
-const FIRST_TURN: u64 = 1;
+/// A new task's turn number (`Task::turn`).
+const FIRST_TURN: u64 = 0;
 
 /// The payload that unwinds a cancelled task from the call it was parked in.
-pub(crate) struct Cancelled;
+pub(crate) struct CancelUnwind;
 
 /// How a task ended.
 pub(crate) enum Outcome {
@@ -39,6 +36,16 @@ pub(crate) enum Outcome {
     Cancelled,
     /// No stack could be had when the task was to start.
     NoStack(StackError),
+}
+
+/// What ends a continued task's park other than what it waited for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Interruption {
+    None,
+    /// A `timeout` scope around the park has expired.
+    TimedOut,
+    /// The task was cancelled: it unwinds from the park.
+    Cancelled,
 }
 
 /// Why a park returned.
@@ -56,14 +63,14 @@ struct Task {
     id: u64,
     /// What the task runs and the fiber-local values it starts with, until a
     /// worker fiber takes them up.
-    start: Option<(Rc<dyn Job>, Inherited)>,
+    start: Option<(Rc<dyn TaskBody>, Inherited)>,
     /// The fiber to continue when woken: the worker running the task, or a fiber
     /// the task resumed that parked. `None` until the task starts.
     resume_at: Option<Fiber<()>>,
     /// The number of the task's turn: taken afresh each time it is continued (and
     /// when a park turns out not to be needed), handed to the wake-ups of its next
     /// park. A queue entry or wake-up under an older number is stale.
-    park: u64,
+    turn: u64,
     cancelled: bool,
     /// Deadlines of the `timeout` scopes the task is inside, innermost last.
     deadlines: Vec<(Instant, TimerKey)>,
@@ -76,16 +83,16 @@ struct Task {
 struct Tasks {
     slab: Slab<Task>,
     /// Tasks to continue, in order, each under the turn it was made runnable in:
-    /// an entry is stale once its number is not its task's `park`. Wake-ups are
+    /// an entry is stale once its number is not its task's `turn`. Wake-ups are
     /// queued unchecked, so a task may have more than one entry; the first one
     /// taken off continues it, which makes the rest stale.
-    queue: VecDeque<Wake>,
+    queue: VecDeque<Turn>,
 }
 
 /// One thread's tasks and event loop.
 pub(crate) struct Scheduler {
     root: Fiber<()>,
-    pub(crate) reactor: Reactor,
+    reactor: Reactor,
     remote: super::remote::Remote,
     tasks: RefCell<Tasks>,
     /// Worker fibers between tasks, the most recently used last.
@@ -96,14 +103,13 @@ pub(crate) struct Scheduler {
     switches: Cell<u32>,
     /// The task whose end ends `run_until_done`.
     main: Cell<u64>,
-    /// Whether the task just continued was cancelled and whether a `timeout` of
-    /// it expired, read when it was taken off the queue.
-    continued: Cell<(bool, bool)>,
+    /// What ends the park of the task just continued, read when it was taken off the queue.
+    interruption: Cell<Interruption>,
     /// Tasks parked on a `Waiter`, which another thread may hold: while there are
     /// any, an idle loop waits rather than report a deadlock.
     waiting: Cell<usize>,
     /// Live tasks, readable from other threads (for "least loaded" placement).
-    load: Arc<AtomicUsize>,
+    live_tasks: Arc<AtomicUsize>,
 }
 
 /// The scheduler of this thread, when the calling code runs in one of its tasks.
@@ -118,17 +124,17 @@ pub(crate) fn current() -> Option<Rc<Scheduler>> {
 
 /// Wakes a task of the runtime `scheduler`: directly on its own thread, through
 /// its remote queue from any other (nothing, if that runtime has ended).
-pub(crate) fn wake_on(scheduler: u64, wake: Wake) {
-    if !running::wake_if_here(scheduler, wake) {
-        wake_remote(scheduler, wake);
+pub(crate) fn wake_on(scheduler: u64, turn: Turn) {
+    if !running::wake_if_here(scheduler, turn) {
+        wake_remote(scheduler, turn);
     }
 }
 
 /// The other-thread half of [`wake_on`], kept out of the same-thread path.
 #[cold]
-fn wake_remote(scheduler: u64, wake: Wake) {
+fn wake_remote(scheduler: u64, turn: Turn) {
     if let Some(remote) = super::remote::find(scheduler) {
-        remote.send(Box::new(move |s| s.wake(wake)));
+        remote.send(Box::new(move |s| s.wake(turn)));
     }
 }
 
@@ -137,7 +143,7 @@ impl Scheduler {
         let reactor = Reactor::new()?;
         Ok(Scheduler {
             root: Fiber::current(),
-            remote: super::remote::Remote::new(reactor.id(), reactor.remote_waker()),
+            remote: super::remote::Remote::new(reactor.id(), reactor.remote_eventfd()),
             reactor,
             tasks: RefCell::new(Tasks::default()),
             idle_workers: RefCell::new(Vec::new()),
@@ -145,9 +151,9 @@ impl Scheduler {
             next_seq: Cell::new(1),
             switches: Cell::new(0),
             main: Cell::new(0),
-            continued: Cell::new((false, false)),
+            interruption: Cell::new(Interruption::None),
             waiting: Cell::new(0),
-            load: Arc::new(AtomicUsize::new(0)),
+            live_tasks: Arc::new(AtomicUsize::new(0)),
         })
     }
 
@@ -156,13 +162,24 @@ impl Scheduler {
         running::enter(self)
     }
 
+    /// The reactor of this thread's loop: for the fd registrations, the one door to it.
+    pub(super) fn reactor(&self) -> &Reactor {
+        &self.reactor
+    }
+
+    /// The reactor, for tests anywhere in the crate to look at what is registered.
+    #[cfg(test)]
+    pub(crate) fn reactor_for_tests(&self) -> &Reactor {
+        &self.reactor
+    }
+
     /// This scheduler's number: unique in the process, never reused (its reactor's).
     pub(crate) fn id(&self) -> u64 {
         self.reactor.id()
     }
 
-    /// Adds a task running `job`.
-    pub(crate) fn spawn(&self, name: Option<Rc<str>>, job: Rc<dyn Job>) -> u64 {
+    /// Adds a task running `body`.
+    pub(crate) fn spawn(&self, name: Option<Rc<str>>, body: Rc<dyn TaskBody>) -> u64 {
         let seq = self.next_seq.get();
         self.next_seq.set(seq.checked_add(1).unwrap_or(1));
         let mut tasks = self.tasks.borrow_mut();
@@ -171,16 +188,16 @@ impl Scheduler {
         let id = u64::from(seq) << 32 | entry.key() as u64;
         entry.insert(Task {
             id,
-            start: Some((job, inherited_now())),
+            start: Some((body, inherited_now())),
             resume_at: None,
-            park: FIRST_TURN,
+            turn: FIRST_TURN,
             cancelled: false,
             deadlines: Vec::new(),
             timed_out: false,
             name,
         });
-        tasks.queue.push_back(Wake { task: id, park: FIRST_TURN });
-        self.load.store(self.load.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        tasks.queue.push_back(Turn { task: id, number: FIRST_TURN });
+        self.live_tasks.store(self.live_tasks.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         id
     }
 
@@ -196,13 +213,13 @@ impl Scheduler {
         live(&mut self.tasks.borrow_mut().slab, id).map(f)
     }
 
-    /// Parks the running task: `register` learns the `Wake` that ends the park.
+    /// Parks the running task: `register` learns the `Turn` that ends the park.
     /// Returns at once with `TimedOut` inside an expired `timeout` scope.
     ///
     /// # Panics
     ///
-    /// Unwinds with [`Cancelled`] when the task is cancelled.
-    pub(crate) fn park(&self, register: impl FnOnce(Wake)) -> Woken {
+    /// Unwinds with [`CancelUnwind`] when the task is cancelled.
+    pub(crate) fn park(&self, register: impl FnOnce(Turn)) -> Woken {
         self.park_unless(|wake| {
             register(wake);
             false
@@ -211,14 +228,14 @@ impl Scheduler {
 
     /// Like [`park`](Self::park), but when `register` returns true (what the task
     /// waits for has already happened) it does not park.
-    pub(crate) fn park_unless(&self, register: impl FnOnce(Wake) -> bool) -> Woken {
+    pub(crate) fn park_unless(&self, register: impl FnOnce(Turn) -> bool) -> Woken {
         self.park_inner(register, true)
     }
 
     /// Like [`park_unless`](Self::park_unless), ending at `deadline` too (then
     /// `TimedOut`): one timer entry that wakes this park alone, taken back when the
     /// park ends. No `timeout` scope, so no clock read.
-    pub(crate) fn park_unless_until(&self, register: impl FnOnce(Wake) -> bool, deadline: Instant) -> Woken {
+    pub(crate) fn park_unless_until(&self, register: impl FnOnce(Turn) -> bool, deadline: Instant) -> Woken {
         /// Takes the timer back however the park ends (also on a cancellation's unwind).
         struct Timer<'a>(&'a Reactor, Option<TimerKey>);
         impl Drop for Timer<'_> {
@@ -230,11 +247,11 @@ impl Scheduler {
         }
         let mut timer = Timer(&self.reactor, None);
         let woken = self.park_inner(
-            |wake| {
-                if register(wake) {
+            |turn| {
+                if register(turn) {
                     return true;
                 }
-                timer.1 = Some(self.reactor.add_timer(deadline, wake));
+                timer.1 = Some(self.reactor.add_timer(deadline, Alarm::Wake(Wake::Continue(turn))));
                 false
             },
             true,
@@ -250,7 +267,7 @@ impl Scheduler {
     /// Like [`park`](Self::park), for a wake that may come from another thread; when
     /// not `interruptible`, an expired `timeout` scope does not end it (for waits on
     /// work that cannot be abandoned, such as a blocking-pool job).
-    pub(crate) fn park_for_waiter(&self, register: impl FnOnce(Wake), interruptible: bool) -> Woken {
+    pub(crate) fn park_for_waiter(&self, register: impl FnOnce(Turn), interruptible: bool) -> Woken {
         struct Waiting<'a>(&'a Cell<usize>);
         impl Drop for Waiting<'_> {
             fn drop(&mut self) {
@@ -268,19 +285,19 @@ impl Scheduler {
         )
     }
 
-    fn park_inner(&self, register: impl FnOnce(Wake) -> bool, interruptible: bool) -> Woken {
+    fn park_inner(&self, register: impl FnOnce(Turn) -> bool, interruptible: bool) -> Woken {
         let id = self.current.get().expect("park is called from a task");
         let mut tasks = self.tasks.borrow_mut();
         let task = live(&mut tasks.slab, id).expect("the running task is registered");
         if task.timed_out && interruptible {
             return Woken::TimedOut;
         }
-        let wake = Wake { task: id, park: task.park };
+        let turn = Turn { task: id, number: task.turn };
         let replaced = continue_here(task);
         drop(tasks);
         drop(replaced); // a fiber the task resumed earlier may unwind here, outside the borrow
-        if register(wake) {
-            self.with_task(id, |task| task.park += 1); // the wake-ups handed out are stale
+        if register(turn) {
+            self.with_task(id, |task| task.turn += 1); // the wake-ups handed out are stale
             return Woken::Ready;
         }
         self.switch_away()
@@ -291,7 +308,7 @@ impl Scheduler {
         let id = self.current.get().expect("yield is called from a task");
         let mut tasks = self.tasks.borrow_mut();
         let task = live(&mut tasks.slab, id).expect("the running task is registered");
-        let turn = Wake { task: id, park: task.park };
+        let turn = Turn { task: id, number: task.turn };
         let replaced = continue_here(task);
         tasks.queue.push_back(turn);
         drop(tasks);
@@ -306,14 +323,10 @@ impl Scheduler {
     /// tells it why.
     fn switch_away(&self) -> Woken {
         self.dispatch();
-        let (cancelled, timed_out) = self.continued.get();
-        if cancelled {
-            panic::resume_unwind(Box::new(Cancelled));
-        }
-        if timed_out {
-            Woken::TimedOut
-        } else {
-            Woken::Ready
+        match self.interruption.get() {
+            Interruption::Cancelled => panic::resume_unwind(Box::new(CancelUnwind)),
+            Interruption::TimedOut => Woken::TimedOut,
+            Interruption::None => Woken::Ready,
         }
     }
 
@@ -334,9 +347,9 @@ impl Scheduler {
     fn next_fiber(&self) -> Option<Fiber<()>> {
         while !self.root_due() {
             let mut tasks = self.tasks.borrow_mut();
-            let Some(Wake { task: id, park }) = tasks.queue.pop_front() else { break };
+            let Some(Turn { task: id, number }) = tasks.queue.pop_front() else { break };
             let Some(task) = live(&mut tasks.slab, id) else { continue };
-            if task.park != park {
+            if task.turn != number {
                 continue;
             }
             if let Some(fiber) = &task.resume_at {
@@ -373,12 +386,12 @@ impl Scheduler {
         };
         let mut task = tasks.slab.remove(key(id));
         drop(tasks);
-        let (job, _) = task.start.take().expect("a task that never ran has its job");
+        let (body, _) = task.start.take().expect("a task that never ran has its body");
         // Its closure may be dropped here, on whichever fiber dispatches: as on
         // the root, no task is current while that runs.
         let dispatching = self.current.take();
-        self.end(&task, &*job, outcome);
-        drop((task, job));
+        self.end(&task, &*body, outcome);
+        drop((task, body));
         self.current.set(dispatching);
         None
     }
@@ -391,9 +404,9 @@ impl Scheduler {
         }
         let mut tasks = self.tasks.borrow_mut();
         let tasks = &mut *tasks;
-        let Some(&Wake { task: id, park }) = tasks.queue.front() else { return false };
+        let Some(&Turn { task: id, number }) = tasks.queue.front() else { return false };
         let Some(task) = live(&mut tasks.slab, id) else { return false };
-        if task.park != park || task.resume_at.is_some() || task.cancelled {
+        if task.turn != number || task.resume_at.is_some() || task.cancelled {
             return false;
         }
         tasks.queue.pop_front();
@@ -405,8 +418,14 @@ impl Scheduler {
     /// Makes `task` (`id`, just taken off the queue) the running one under a new
     /// turn, and notes why its park ends.
     fn claim(&self, task: &mut Task, id: u64) {
-        task.park += 1;
-        self.continued.set((task.cancelled, task.timed_out));
+        task.turn += 1;
+        self.interruption.set(if task.cancelled {
+            Interruption::Cancelled
+        } else if task.timed_out {
+            Interruption::TimedOut
+        } else {
+            Interruption::None
+        });
         self.switches.set(self.switches.get() + 1);
         self.current.set(Some(id));
     }
@@ -425,35 +444,40 @@ impl Scheduler {
     }
 
     /// Reports how a task ended: its timers go, its joiner hears.
-    fn end(&self, task: &Task, job: &dyn Job, outcome: Outcome) {
-        self.load.store(self.load.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
+    fn end(&self, task: &Task, body: &dyn TaskBody, outcome: Outcome) {
+        self.live_tasks.store(self.live_tasks.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
         for (_, key) in &task.deadlines {
             self.reactor.cancel_timer(*key);
         }
         if task.id == self.main.get() {
             self.switches.set(POLL_EVERY); // back to the root, which returns
         }
-        job.complete(outcome, self);
+        body.complete(outcome, self);
     }
 
-    /// Ends the task `id`, which ran `job` to its end on the running worker.
-    fn finish(&self, id: u64, job: &dyn Job, ran: std::thread::Result<()>) {
+    /// Ends the task `id`, which ran `body` to its end on the running worker.
+    fn finish(&self, id: u64, body: &dyn TaskBody, ran: std::thread::Result<()>) {
         let task = self.tasks.borrow_mut().slab.remove(key(id));
         let outcome = match ran {
             Ok(()) => Outcome::Returned,
-            Err(payload) if task.cancelled || payload.is::<Cancelled>() => Outcome::Cancelled,
+            Err(payload) if task.cancelled || payload.is::<CancelUnwind>() => Outcome::Cancelled,
             Err(payload) => Outcome::Panicked(PanicPayload::new(payload)),
         };
-        self.end(&task, job, outcome);
+        self.end(&task, body, outcome);
     }
 
-    /// Makes a parked task runnable, if `wake` is for its current park (which the
+    /// Makes a parked task runnable, if `turn` is its current park's (which the
     /// queue checks when the task's turn comes).
-    pub(crate) fn wake(&self, wake: Wake) {
-        if wake.park == TIMEOUT {
-            self.interrupt(wake.task, |task| task.timed_out = true);
-        } else {
-            self.tasks.borrow_mut().queue.push_back(wake);
+    pub(crate) fn wake(&self, turn: Turn) {
+        self.tasks.borrow_mut().queue.push_back(turn);
+    }
+
+    /// Does what the loop found: continues a task, or ends its park because a
+    /// `timeout` scope of it expired.
+    fn take_wake(&self, wake: Wake) {
+        match wake {
+            Wake::Continue(turn) => self.wake(turn),
+            Wake::TimeOut(task) => self.interrupt(task, |task| task.timed_out = true),
         }
     }
 
@@ -473,14 +497,14 @@ impl Scheduler {
         let Some(task) = live(&mut tasks.slab, id) else { return };
         mark(task);
         if self.current.get() != Some(id) {
-            tasks.queue.push_back(Wake { task: id, park: task.park });
+            tasks.queue.push_back(Turn { task: id, number: task.turn });
         }
     }
 
     /// Enters a `timeout` scope ending at `deadline` for the running task.
     pub(crate) fn push_deadline(&self, deadline: Instant) {
         let id = self.current.get().expect("timeout is called from a task");
-        let key = self.reactor.add_timer(deadline, Wake { task: id, park: TIMEOUT });
+        let key = self.reactor.add_timer(deadline, Alarm::Wake(Wake::TimeOut(id)));
         self.with_task(id, |task| {
             task.deadlines.push((deadline, key));
             task.timed_out |= deadline <= Instant::now();
@@ -519,7 +543,7 @@ impl Scheduler {
             if let Some(id) = self.current.take() {
                 // The task handed control to the root without parking (a raw transfer):
                 // nothing will wake it (no wake-up carries its turn), so it stays parked for good.
-                eprintln!("neverblock: task {id} transferred to the scheduler without parking; it stays parked");
+                log::error!("task {id} transferred to the scheduler without parking; it stays parked");
             }
             if self.with_task(main, |_| ()).is_none() {
                 return Ok(());
@@ -538,15 +562,15 @@ impl Scheduler {
             }
             // While tasks are runnable and nobody waits for an fd or has handed in
             // work, only the due timers are looked at: no system call.
-            let turn = if idle || self.reactor.has_fd_waiters() || self.remote.has_work() {
+            let found = if idle || self.reactor.has_fd_waiters() || self.remote.has_work() {
                 self.reactor.turn(if idle { None } else { Some(std::time::Duration::ZERO) })?
             } else {
                 self.reactor.expire_timers()
             };
-            for wake in turn.woken {
-                self.wake(wake);
+            for wake in found.woken {
+                self.take_wake(wake);
             }
-            if turn.remote {
+            if found.remote {
                 self.remote.drain(self);
             }
         }
@@ -562,8 +586,8 @@ impl Scheduler {
     }
 
     /// The count of live tasks, shared with other threads.
-    pub(crate) fn load(&self) -> Arc<AtomicUsize> {
-        self.load.clone()
+    pub(crate) fn live_tasks(&self) -> Arc<AtomicUsize> {
+        self.live_tasks.clone()
     }
 
     /// A handle that hands work to this scheduler's loop from any thread.
@@ -598,11 +622,11 @@ fn work() {
     let s = current().expect("a worker runs inside its runtime");
     loop {
         let id = s.current.get().expect("a worker is switched to for a task");
-        let (job, inherited) =
+        let (body, inherited) =
             s.with_task(id, |task| task.start.take()).flatten().expect("a task starts on a worker once");
         fiber::reset_locals(inherited);
         let ran = panic::catch_unwind(AssertUnwindSafe(|| {
-            job.run();
+            body.run();
             fiber::reset_locals(Inherited::default());
         }));
         if fiber::unwinding_a_dropped_fiber() {
@@ -616,9 +640,9 @@ fn work() {
         if ran.is_err() {
             fiber::reset_locals(Inherited::default());
         }
-        s.finish(id, &*job, ran);
+        s.finish(id, &*body, ran);
         // The value or payload is the joiner's now; an idle worker keeps nothing of it.
-        drop(job);
+        drop(body);
         if !s.start_next_here() {
             s.idle_workers.borrow_mut().push(Fiber::current());
             s.dispatch();

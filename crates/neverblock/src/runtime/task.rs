@@ -6,7 +6,7 @@ use std::rc::Rc;
 
 use super::scheduler::{self, Outcome, Scheduler, Woken};
 use crate::fiber::PanicPayload;
-use crate::reactor::Wake;
+use crate::reactor::Turn;
 
 /// Why [`JoinHandle::join`] has no value.
 #[derive(Debug)]
@@ -43,7 +43,7 @@ impl std::error::Error for JoinError {}
 /// Where a task leaves its result and who waits for it.
 pub(crate) struct JoinSlot<T> {
     result: RefCell<Option<Result<T, JoinError>>>,
-    waiter: Cell<Option<Wake>>,
+    waiter: Cell<Option<Turn>>,
 }
 
 impl<T> JoinSlot<T> {
@@ -59,14 +59,14 @@ impl<T> JoinSlot<T> {
             Outcome::Cancelled => self.set(Err(JoinError::Cancelled)),
             Outcome::NoStack(e) => self.set(Err(JoinError::NoStack(e))),
         }
-        if let Some(wake) = self.waiter.take() {
-            s.wake(wake);
+        if let Some(turn) = self.waiter.take() {
+            s.wake(turn);
         }
     }
 }
 
 /// What the scheduler holds of a task: its closure, run once, and how to report its end.
-pub(crate) trait Job {
+pub(crate) trait TaskBody {
     /// Runs the task's closure and keeps its value for the joiner.
     fn run(&self);
     /// Records how the task ended and wakes its joiner.
@@ -74,7 +74,7 @@ pub(crate) trait Job {
 }
 
 /// A task's closure and its join slot in one allocation, shared by the
-/// scheduler (as a [`Job`]) and the `JoinHandle` (as a [`Joinable`]).
+/// scheduler (as a [`TaskBody`]) and the `JoinHandle` (as a [`Joinable`]).
 struct TaskCell<F, T> {
     body: Cell<Option<F>>,
     slot: JoinSlot<T>,
@@ -85,7 +85,7 @@ pub(crate) trait Joinable<T> {
     fn slot(&self) -> &JoinSlot<T>;
 }
 
-impl<F: FnOnce() -> T, T> Job for TaskCell<F, T> {
+impl<F: FnOnce() -> T, T> TaskBody for TaskCell<F, T> {
     fn run(&self) {
         if let Some(body) = self.body.take() {
             self.slot.set(Ok(body()));
@@ -103,8 +103,8 @@ impl<F, T> Joinable<T> for TaskCell<F, T> {
     }
 }
 
-/// Makes the job the scheduler runs for `body`, and the slot its joiner reads.
-pub(crate) fn job<T: 'static>(body: impl FnOnce() -> T + 'static) -> (Rc<dyn Job>, Rc<dyn Joinable<T>>) {
+/// Makes what the scheduler runs for `body`, and the slot its joiner reads.
+pub(crate) fn task_body<T: 'static>(body: impl FnOnce() -> T + 'static) -> (Rc<dyn TaskBody>, Rc<dyn Joinable<T>>) {
     let cell = Rc::new(TaskCell {
         body: Cell::new(Some(body)),
         slot: JoinSlot { result: RefCell::new(None), waiter: Cell::new(None) },
@@ -152,7 +152,7 @@ impl<T> JoinHandle<T> {
                 return result;
             }
             let Some(s) = scheduler::in_task() else { return Err(JoinError::RuntimeGone) };
-            if s.park(|wake| self.slot().waiter.set(Some(wake))) == Woken::TimedOut {
+            if s.park(|turn| self.slot().waiter.set(Some(turn))) == Woken::TimedOut {
                 return Err(JoinError::TimedOut);
             }
         }

@@ -85,7 +85,7 @@ impl Builder {
         let value = crate::run(move || {
             let s = scheduler::current().expect("inside run");
             let mut loops: Vec<Option<Loop>> = (0..self.threads).map(|_| None).collect();
-            loops[0] = Some(Loop { remote: s.remote_handle(), load: s.load() });
+            loops[0] = Some(Loop { remote: s.remote_handle(), load: s.live_tasks() });
             let mut stops = Vec::new();
             for (index, lp, stop) in ready_rx.iter() {
                 loops[index] = Some(lp);
@@ -116,7 +116,9 @@ fn worker(
         let s = scheduler::current().expect("inside run");
         INDEX.with(|i| i.set(index));
         let (stop_tx, stop_rx) = oneshot::<()>();
-        ready.send((index, Loop { remote: s.remote_handle(), load: s.load() }, stop_tx)).expect("the main loop waits");
+        ready
+            .send((index, Loop { remote: s.remote_handle(), load: s.live_tasks() }, stop_tx))
+            .expect("the main loop waits");
         drop(ready);
         let loops = registry.recv().ok();
         LOOPS.with(|l| *l.borrow_mut() = loops);
@@ -162,11 +164,11 @@ pub fn spawn_on<T: Send + 'static>(index: usize, f: impl FnOnce() -> T + Send + 
     let (tx, rx) = oneshot();
     remote.send(Box::new(move |s| {
         // A task cancelled, dropped or without a stack drops `tx`: its joiner sees it gone.
-        let (job, _) = super::task::job(move || {
+        let (body, _) = super::task::task_body(move || {
             let result = panic::catch_unwind(AssertUnwindSafe(f)).map_err(PanicPayload::new);
             tx.send(result);
         });
-        s.spawn(None, job);
+        s.spawn(None, body);
     }));
     RemoteJoinHandle { rx }
 }

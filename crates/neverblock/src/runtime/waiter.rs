@@ -6,14 +6,14 @@ use std::collections::VecDeque;
 use std::thread::{self, Thread};
 
 use super::scheduler::{self, Woken};
-use crate::reactor::Wake;
+use crate::reactor::Turn;
 
 /// Wakes one parked fiber or blocked thread, from any thread.
 pub(crate) enum Waiter {
     /// A fiber parked in the runtime `scheduler` (its id).
     Fiber {
         scheduler: u64,
-        wake: Wake,
+        turn: Turn,
     },
     Thread(Thread),
 }
@@ -21,7 +21,7 @@ pub(crate) enum Waiter {
 impl Waiter {
     pub(crate) fn wake(self) {
         match self {
-            Waiter::Fiber { scheduler, wake } => scheduler::wake_on(scheduler, wake),
+            Waiter::Fiber { scheduler, turn } => scheduler::wake_on(scheduler, turn),
             Waiter::Thread(t) => t.unpark(),
         }
     }
@@ -51,7 +51,7 @@ fn wait_inner(register: impl FnOnce(Waiter), interruptible: bool) -> Woken {
         return Woken::Ready;
     };
     let scheduler = s.id();
-    s.park_for_waiter(|wake| register(Waiter::Fiber { scheduler, wake }), interruptible)
+    s.park_for_waiter(|turn| register(Waiter::Fiber { scheduler, turn }), interruptible)
 }
 
 /// Waiters in arrival order, each under a ticket so it can leave the line.

@@ -1,19 +1,22 @@
-//! epoll: wait for readiness of many file descriptors; eventfd: wake the wait from any thread.
+//! epoll: wait for readiness of many file descriptors; eventfd: wake the wait
+//! from any thread; poll(2): wait for one descriptor in blocking mode. All
+//! through rustix's safe calls.
 //!
-//! Every registration is edge-triggered (`EPOLLET`): an event is reported when a
-//! file descriptor *becomes* ready, not while it stays ready. A caller must
-//! therefore read or write until `EAGAIN` before it can rely on a new event.
+//! Every registration is edge-triggered (`EPOLLET`) and watches both directions:
+//! an event is reported when a file descriptor *becomes* readable or writable,
+//! not while it stays so. A caller must therefore read or write until `EAGAIN`
+//! (or a short read or write of a stream) before it can rely on a new event.
 //!
-//! Timeouts use `epoll_wait` with milliseconds. `epoll_pwait2` (nanoseconds) is
-//! not used: the `libc` crate declares it only for glibc targets, and it needs
-//! glibc 2.35 and Linux 5.11. Instead a timeout is rounded *up* to the next
-//! millisecond, so a timer never wakes early and a sub-millisecond timeout never
-//! turns into a busy poll.
+//! Timeouts are whole milliseconds, rounded *up*, so a timer never wakes early
+//! and a sub-millisecond timeout never turns into a busy poll; they are capped
+//! at `i32::MAX` ms, so `epoll_pwait2` (Linux 5.11) is never needed.
 
 use std::io;
-use std::mem::MaybeUninit;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
+
+use rustix::event::epoll::{self, EventData, EventFlags};
+use rustix::event::{EventfdFlags, PollFd, PollFlags, Timespec};
 
 #[cfg(test)]
 mod tests;
@@ -21,34 +24,13 @@ mod tests;
 /// How many ready events one [`Poller::wait`] can return; the rest wait for the next call.
 const MAX_EVENTS: usize = 256;
 
-/// Which readiness a registration asks to be told about.
+/// Which way an operation moves data, and so which readiness it waits for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Interest {
-    /// Report when the file descriptor becomes readable (`EPOLLIN`).
-    pub(crate) readable: bool,
-    /// Report when the file descriptor becomes writable (`EPOLLOUT`).
-    pub(crate) writable: bool,
-}
-
-impl Interest {
-    /// Readable only.
-    pub(crate) const READABLE: Interest = Interest { readable: true, writable: false };
-    /// Writable only.
-    pub(crate) const WRITABLE: Interest = Interest { readable: false, writable: true };
-    /// Readable and writable.
-    pub(crate) const BOTH: Interest = Interest { readable: true, writable: true };
-
-    /// The epoll event mask for this interest: always edge-triggered and watching for peer hang-up.
-    fn mask(self) -> u32 {
-        let mut mask = (libc::EPOLLET | libc::EPOLLRDHUP) as u32;
-        if self.readable {
-            mask |= libc::EPOLLIN as u32;
-        }
-        if self.writable {
-            mask |= libc::EPOLLOUT as u32;
-        }
-        mask
-    }
+pub(crate) enum Direction {
+    /// Reading or accepting: waits until the descriptor is readable (`EPOLLIN`).
+    Read,
+    /// Writing or connecting: waits until the descriptor is writable (`EPOLLOUT`).
+    Write,
 }
 
 /// One readiness report from [`Poller::wait`].
@@ -60,189 +42,151 @@ pub(crate) struct Event {
     pub(crate) readable: bool,
     /// The file descriptor became writable (`EPOLLOUT`).
     pub(crate) writable: bool,
-    /// The peer hung up or the file descriptor has an error (`EPOLLHUP`, `EPOLLRDHUP`,
-    /// `EPOLLERR`); the next read or write will report end-of-file or the error.
-    pub(crate) hangup: bool,
+    /// No more data will come: the peer shut down its writing half, hung up, or
+    /// the fd has an error (`EPOLLRDHUP`, `EPOLLHUP`, `EPOLLERR`). Every read from
+    /// now on returns at once (end-of-file or the error).
+    pub(crate) read_closed: bool,
+    /// Writes can never succeed again: hung up or an error (`EPOLLHUP`, `EPOLLERR`).
+    pub(crate) write_closed: bool,
 }
 
 impl Event {
     /// Translates one kernel event.
-    fn from_raw(raw: &libc::epoll_event) -> Event {
+    fn from_raw(raw: &epoll::Event) -> Event {
         // Copied out by value: on x86_64 the struct is packed, so its fields must not be borrowed.
-        let (bits, token) = (raw.events, raw.u64);
-        let has = |flag: libc::c_int| bits & flag as u32 != 0;
+        let (flags, data) = (raw.flags, raw.data);
         Event {
-            token,
-            readable: has(libc::EPOLLIN),
-            writable: has(libc::EPOLLOUT),
-            hangup: has(libc::EPOLLHUP) || has(libc::EPOLLRDHUP) || has(libc::EPOLLERR),
+            token: data.u64(),
+            readable: flags.contains(EventFlags::IN),
+            writable: flags.contains(EventFlags::OUT),
+            read_closed: flags.intersects(EventFlags::HUP | EventFlags::RDHUP | EventFlags::ERR),
+            write_closed: flags.intersects(EventFlags::HUP | EventFlags::ERR),
         }
     }
 }
 
 /// An epoll instance: a set of registered file descriptors and a way to wait for them.
-#[derive(Debug)]
 pub(crate) struct Poller {
     /// The epoll file descriptor, closed on drop.
     epfd: OwnedFd,
+    /// Where `epoll_wait` writes, kept between waits so a wait allocates nothing.
+    buffer: std::cell::RefCell<Vec<epoll::Event>>,
+}
+
+impl std::fmt::Debug for Poller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Poller").field("epfd", &self.epfd).finish_non_exhaustive()
+    }
 }
 
 impl Poller {
     /// Creates an empty epoll instance (close-on-exec).
     pub(crate) fn new() -> io::Result<Poller> {
-        // SAFETY: epoll_create1 takes no pointers and has no memory-safety preconditions.
-        let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
-        // SAFETY: `fd` was just returned by epoll_create1, is open, and nothing else owns it.
-        Ok(Poller { epfd: unsafe { OwnedFd::from_raw_fd(fd) } })
+        let epfd = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+        Ok(Poller { epfd, buffer: std::cell::RefCell::new(Vec::with_capacity(MAX_EVENTS)) })
     }
 
-    /// Registers `fd`, edge-triggered, to report `interest` under `token`.
-    pub(crate) fn add(&self, fd: RawFd, token: u64, interest: Interest) -> io::Result<()> {
-        self.ctl(libc::EPOLL_CTL_ADD, fd, token, interest.mask())
+    /// Registers `fd`, edge-triggered, for both directions and hang-ups, under `token`.
+    pub(crate) fn add(&self, fd: BorrowedFd<'_>, token: u64) -> io::Result<()> {
+        let flags = EventFlags::IN | EventFlags::OUT | EventFlags::RDHUP | EventFlags::ET;
+        Ok(epoll::add(&self.epfd, fd, EventData::new_u64(token), flags)?)
     }
 
-    /// Stops watching `fd`. An fd that is not registered (or already closed) is not an error:
-    /// the kernel drops a closed file from every epoll set by itself.
-    pub(crate) fn delete(&self, fd: RawFd) {
-        // The result is ignored on purpose: ENOENT/EBADF mean there is nothing left to remove.
-        let _ = self.ctl(libc::EPOLL_CTL_DEL, fd, 0, 0);
-    }
-
-    /// Runs `epoll_ctl` with `op` (`ADD` or `DEL`) on `fd`, under `token` for `events`.
-    fn ctl(&self, op: libc::c_int, fd: RawFd, token: u64, events: u32) -> io::Result<()> {
-        let mut event = libc::epoll_event { events, u64: token };
-        // SAFETY: `event` is a live, initialised epoll_event for the duration of the call
-        // (the kernel only reads it); invalid descriptors are reported as errors, not UB.
-        cvt(unsafe { libc::epoll_ctl(self.epfd.as_raw_fd(), op, fd, &mut event) })?;
-        Ok(())
+    /// Stops watching `fd`, which stays open. An fd that is not registered is not
+    /// an error: there is nothing left to remove.
+    pub(crate) fn delete(&self, fd: BorrowedFd<'_>) {
+        // The result is ignored on purpose: ENOENT means there is nothing to remove.
+        let _ = epoll::delete(&self.epfd, fd);
     }
 
     /// Waits up to `timeout` (`None` = forever; `Some(ZERO)` = poll) and appends ready events to
     /// `events` (cleared first); returns how many.
     ///
-    /// A non-zero timeout is rounded up to whole milliseconds (at least 1 ms) and capped at
-    /// `i32::MAX` ms (about 24 days). An interrupted wait (`EINTR`) is resumed for the time left.
+    /// An interrupted wait (`EINTR`) is resumed for the time left.
     pub(crate) fn wait(&self, events: &mut Vec<Event>, timeout: Option<Duration>) -> io::Result<usize> {
         events.clear();
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-        let mut ms = timeout.map_or(-1, timeout_ms);
-        // Left uninitialised: the kernel writes the entries it reports, and only those are read.
-        let mut buf = [const { MaybeUninit::<libc::epoll_event>::uninit() }; MAX_EVENTS];
-        let ready = loop {
-            // SAFETY: `buf` is a writable array of MAX_EVENTS epoll_events that outlives the call,
-            // and the kernel writes at most `maxevents` = MAX_EVENTS entries into it.
-            let n = unsafe {
-                libc::epoll_wait(self.epfd.as_raw_fd(), buf.as_mut_ptr().cast(), MAX_EVENTS as libc::c_int, ms)
-            };
-            match cvt(n) {
-                Ok(n) => break n as usize,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {
-                    if let Some(deadline) = deadline {
-                        // Zero only once the deadline has passed: then one last poll, not a spin.
-                        ms = timeout_ms(deadline.saturating_duration_since(Instant::now()));
-                    }
+        let mut timespec = timeout.map(whole_millis);
+        let mut buffer = self.buffer.borrow_mut();
+        loop {
+            buffer.clear();
+            match epoll::wait(&self.epfd, rustix::buffer::spare_capacity(&mut buffer), timespec.as_ref()) {
+                Ok(_) => break,
+                Err(rustix::io::Errno::INTR) => {
+                    // Zero only once the deadline has passed: then one last poll, not a spin.
+                    timespec = deadline.map(|d| whole_millis(d.saturating_duration_since(Instant::now())));
                 }
-                Err(e) => return Err(e),
+                Err(e) => return Err(e.into()),
             }
-        };
-        // SAFETY: `epoll_wait` returned `ready`, so it wrote the first `ready` entries.
-        events.extend(buf[..ready].iter().map(|raw| Event::from_raw(unsafe { raw.assume_init_ref() })));
-        Ok(ready)
+        }
+        events.extend(buffer.iter().map(Event::from_raw));
+        Ok(events.len())
     }
 }
 
-/// Wakes a [`Poller::wait`] from any thread (eventfd registered in the poller under a reserved token).
+/// A `Timespec` of `timeout` rounded up to whole milliseconds (only zero stays
+/// zero) and capped at `i32::MAX` ms (about 24 days).
+fn whole_millis(timeout: Duration) -> Timespec {
+    let ms = timeout.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i64;
+    Timespec { tv_sec: ms / 1000, tv_nsec: (ms % 1000) * 1_000_000 }
+}
+
+/// An eventfd registered in a poller: wakes a [`Poller::wait`] from any thread.
 #[derive(Debug)]
-pub(crate) struct Waker {
+pub(crate) struct EventFd {
     /// The eventfd, non-blocking and close-on-exec, closed on drop.
     fd: OwnedFd,
 }
 
-impl Waker {
+impl EventFd {
     /// Creates an eventfd and registers it in `poller`, readable and edge-triggered, under `token`.
-    pub(crate) fn new(poller: &Poller, token: u64) -> io::Result<Waker> {
-        // SAFETY: eventfd takes no pointers and has no memory-safety preconditions.
-        let fd = cvt(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) })?;
-        // SAFETY: `fd` was just returned by eventfd, is open, and nothing else owns it.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        poller.add(fd.as_raw_fd(), token, Interest::READABLE)?;
-        Ok(Waker { fd })
+    pub(crate) fn new(poller: &Poller, token: u64) -> io::Result<EventFd> {
+        let fd = rustix::event::eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?;
+        let flags = EventFlags::IN | EventFlags::ET;
+        epoll::add(&poller.epfd, &fd, EventData::new_u64(token), flags)?;
+        Ok(EventFd { fd })
     }
 
-    /// Makes the poller's wait return this waker's token. Wakes are not counted: a saturated
-    /// counter (`EAGAIN`) means a wake is already pending, which is success.
+    /// Makes the poller's wait return this eventfd's token. Wakes are not counted:
+    /// a saturated counter (`EAGAIN`) means a wake is already pending, which is success.
     pub(crate) fn wake(&self) -> io::Result<()> {
-        let one: u64 = 1;
         loop {
-            // SAFETY: `one` is a live u64 and exactly its 8 bytes are passed; the kernel only reads them.
-            let n = unsafe { libc::write(self.fd.as_raw_fd(), (&raw const one).cast(), size_of::<u64>()) };
-            if n >= 0 {
-                return Ok(());
-            }
-            match io::Error::last_os_error() {
-                e if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-                e if e.kind() == io::ErrorKind::Interrupted => {}
-                e => return Err(e),
+            match rustix::io::write(&self.fd, &1u64.to_ne_bytes()) {
+                Ok(_) | Err(rustix::io::Errno::AGAIN) => return Ok(()),
+                Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
             }
         }
     }
 
-    /// Drains pending wakes: reads until `EAGAIN`, so the next [`Waker::wake`] is a new edge.
+    /// Drains pending wakes: reads until `EAGAIN`, so the next [`EventFd::wake`] is a new edge.
     pub(crate) fn reset(&self) -> io::Result<()> {
-        let mut counter: u64 = 0;
+        let mut counter = [0u8; 8];
         loop {
-            // SAFETY: `counter` is a live, writable u64 and exactly its 8 bytes are passed.
-            let n = unsafe { libc::read(self.fd.as_raw_fd(), (&raw mut counter).cast(), size_of::<u64>()) };
-            if n >= 0 {
-                continue;
-            }
-            match io::Error::last_os_error() {
-                e if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-                e if e.kind() == io::ErrorKind::Interrupted => {}
-                e => return Err(e),
+            match rustix::io::read(&self.fd, &mut counter) {
+                Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                Err(rustix::io::Errno::AGAIN) => return Ok(()),
+                Err(e) => return Err(e.into()),
             }
         }
     }
 }
 
-/// Turns a `-1`-means-`errno` return value into an `io::Result`.
-fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
-    if ret < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(ret)
-    }
-}
-
-/// Milliseconds for epoll_wait: rounded up, so only a zero duration becomes 0; capped at `c_int::MAX`.
-fn timeout_ms(timeout: Duration) -> libc::c_int {
-    libc::c_int::try_from(timeout.as_nanos().div_ceil(1_000_000)).unwrap_or(libc::c_int::MAX)
-}
-
-/// Blocks the thread until `fd` is ready for `interest` or `deadline` passes (blocking
-/// mode, outside a runtime). Returns false when the deadline passed first.
-pub(crate) fn poll_blocking(fd: RawFd, interest: Interest, deadline: Option<Instant>) -> io::Result<bool> {
-    let mut events = 0;
-    if interest.readable {
-        events |= libc::POLLIN;
-    }
-    if interest.writable {
-        events |= libc::POLLOUT;
-    }
-    let mut pollfd = libc::pollfd { fd, events, revents: 0 };
+/// Blocks the thread until `fd` is ready for `direction` or `deadline` passes
+/// (blocking mode, outside a runtime). Returns false when the deadline passed first.
+pub(crate) fn poll_blocking(fd: BorrowedFd<'_>, direction: Direction, deadline: Option<Instant>) -> io::Result<bool> {
+    let flags = match direction {
+        Direction::Read => PollFlags::IN,
+        Direction::Write => PollFlags::OUT,
+    };
+    let mut fds = [PollFd::from_borrowed_fd(fd.as_fd(), flags)];
     loop {
-        let ms = deadline.map_or(-1, |d| timeout_ms(d.saturating_duration_since(Instant::now())));
-        // SAFETY: `pollfd` is a valid, writable array of one element for the whole call.
-        let rc = unsafe { libc::poll(&mut pollfd, 1, ms) };
-        match rc {
-            0 => return Ok(false),
-            1.. => return Ok(true),
-            _ => {
-                let err = io::Error::last_os_error();
-                if err.kind() != io::ErrorKind::Interrupted {
-                    return Err(err);
-                }
-            }
+        let timeout = deadline.map(|d| whole_millis(d.saturating_duration_since(Instant::now())));
+        match rustix::event::poll(&mut fds, timeout.as_ref()) {
+            Ok(0) => return Ok(false),
+            Ok(_) => return Ok(true),
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
         }
     }
 }

@@ -62,7 +62,7 @@ fn nested_resumes_unwind_in_order() {
     assert_eq!(outer.resume(0).unwrap(), 100, "each level adds one on the way back up");
 }
 
-/// SYSTEM.md's fiber_chain: every fiber transfers to a new one; the last transfers to the root.
+/// The fiber_chain benchmark's shape: every fiber transfers to a new one; the last transfers to the root.
 fn chain(t: u64, root: Fiber<u64>) -> Fiber<u64> {
     Fiber::new(move |x: u64| {
         if x > t {

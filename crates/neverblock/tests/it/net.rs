@@ -388,3 +388,20 @@ fn send_file_streams_a_file_larger_than_the_socket_buffer_byte_for_byte() {
     assert!(calls >= 6, "3 MB in chunks of at most 512 KiB: {calls} calls");
     assert!(received == content[1..], "the bytes arrive in order, unchanged");
 }
+
+#[test]
+fn io_wait_readable_works_on_a_socket_its_owner_registered_already() {
+    let got = run(|| {
+        let (a, mut b) = UnixStream::pair().unwrap();
+        // A read that waits registers `a` with the loop.
+        a.set_read_timeout(Some(Duration::from_millis(1))).unwrap();
+        assert_eq!((&a).read(&mut [0]).unwrap_err().kind(), ErrorKind::TimedOut);
+        let writer = spawn(move || b.write_all(b"x").unwrap());
+        neverblock::io::wait_readable(&a).unwrap();
+        writer.join().unwrap();
+        let mut byte = [0];
+        (&a).read_exact(&mut byte).unwrap();
+        byte
+    });
+    assert_eq!(&got, b"x");
+}

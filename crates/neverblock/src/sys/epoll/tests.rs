@@ -1,6 +1,7 @@
 use super::*;
 use std::fs::File;
 use std::io::{Read, Write};
+use std::os::fd::AsFd;
 
 /// Long enough for an event that is already pending; a wait this long means a missed event.
 const SOON: Option<Duration> = Some(Duration::from_secs(5));
@@ -9,12 +10,8 @@ const NOW: Option<Duration> = Some(Duration::ZERO);
 
 /// A non-blocking, close-on-exec pipe: (read end, write end).
 fn pipe() -> (File, File) {
-    let mut fds = [0; 2];
-    // SAFETY: `fds` is a writable array of two c_ints, as pipe2 requires.
-    let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) };
-    assert_eq!(rc, 0, "pipe2: {}", io::Error::last_os_error());
-    // SAFETY: both descriptors were just created by pipe2, are open, and nothing else owns them.
-    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let flags = rustix::pipe::PipeFlags::NONBLOCK | rustix::pipe::PipeFlags::CLOEXEC;
+    let (r, w) = rustix::pipe::pipe_with(flags).expect("pipe2");
     (File::from(r), File::from(w))
 }
 
@@ -39,18 +36,19 @@ fn drain(mut r: &File) -> usize {
 
 /// Waits and returns the events.
 fn wait(poller: &Poller, timeout: Option<Duration>) -> Vec<Event> {
-    let mut events = vec![Event { token: 999, readable: false, writable: false, hangup: false }];
+    let mut events =
+        vec![Event { token: 999, readable: false, writable: false, read_closed: false, write_closed: false }];
     let n = poller.wait(&mut events, timeout).expect("epoll_wait");
     assert_eq!(n, events.len(), "the count matches the events appended to a cleared vector");
     events
 }
 
 fn readable(token: u64) -> Event {
-    Event { token, readable: true, writable: false, hangup: false }
+    Event { token, readable: true, writable: false, read_closed: false, write_closed: false }
 }
 
 fn writable(token: u64) -> Event {
-    Event { token, readable: false, writable: true, hangup: false }
+    Event { token, readable: false, writable: true, read_closed: false, write_closed: false }
 }
 
 #[test]
@@ -70,7 +68,7 @@ fn wait_times_out_with_no_events() {
 fn pipe_becomes_readable() {
     let poller = Poller::new().unwrap();
     let (r, w) = pipe();
-    poller.add(r.as_raw_fd(), 7, Interest::READABLE).unwrap();
+    poller.add(r.as_fd(), 7).unwrap();
     assert_eq!(wait(&poller, NOW), []);
     write_byte(&w);
     assert_eq!(wait(&poller, SOON), [readable(7)]);
@@ -80,7 +78,7 @@ fn pipe_becomes_readable() {
 fn edge_triggered_reports_once_until_drained() {
     let poller = Poller::new().unwrap();
     let (r, w) = pipe();
-    poller.add(r.as_raw_fd(), 1, Interest::READABLE).unwrap();
+    poller.add(r.as_fd(), 1).unwrap();
     write_byte(&w);
     assert_eq!(wait(&poller, SOON), [readable(1)]);
     assert_eq!(wait(&poller, NOW), [], "still readable, but the edge was already reported");
@@ -94,7 +92,7 @@ fn edge_triggered_reports_once_until_drained() {
 fn writable_interest_on_empty_pipe() {
     let poller = Poller::new().unwrap();
     let (_r, w) = pipe();
-    poller.add(w.as_raw_fd(), 2, Interest::WRITABLE).unwrap();
+    poller.add(w.as_fd(), 2).unwrap();
     assert_eq!(wait(&poller, SOON), [writable(2)]);
     assert_eq!(wait(&poller, NOW), []);
 }
@@ -103,21 +101,21 @@ fn writable_interest_on_empty_pipe() {
 fn hangup_when_peer_closes() {
     let poller = Poller::new().unwrap();
     let (r, w) = pipe();
-    poller.add(r.as_raw_fd(), 9, Interest::READABLE).unwrap();
+    poller.add(r.as_fd(), 9).unwrap();
     assert_eq!(wait(&poller, NOW), []);
     drop(w);
     let events = wait(&poller, SOON);
     assert_eq!(events.len(), 1, "{events:?}");
     assert_eq!(events[0].token, 9);
-    assert!(events[0].hangup, "{events:?}");
+    assert!(events[0].read_closed, "{events:?}");
     assert_eq!(drain(&r), 0, "end of file");
 }
 
 #[test]
-fn waker_wakes_wait_from_another_thread() {
+fn an_eventfd_wakes_a_wait_from_another_thread() {
     const WAKE: u64 = u64::MAX;
     let poller = Poller::new().unwrap();
-    let waker = Waker::new(&poller, WAKE).unwrap();
+    let waker = EventFd::new(&poller, WAKE).unwrap();
     let start = Instant::now();
     let events = std::thread::scope(|s| {
         s.spawn(|| {
@@ -134,18 +132,16 @@ fn waker_wakes_wait_from_another_thread() {
 #[test]
 fn wake_twice_then_reset_drains() {
     let poller = Poller::new().unwrap();
-    let waker = Waker::new(&poller, 0).unwrap();
+    let waker = EventFd::new(&poller, 0).unwrap();
     waker.wake().unwrap();
     waker.wake().unwrap();
     let events = wait(&poller, SOON);
     assert!(!events.is_empty() && events.iter().all(|e| *e == readable(0)), "{events:?}");
     waker.reset().unwrap();
     assert_eq!(wait(&poller, NOW), []);
-    let mut counter = 0u64;
-    // SAFETY: `counter` is a live, writable u64 and exactly its 8 bytes are passed.
-    let n = unsafe { libc::read(waker.fd.as_raw_fd(), (&raw mut counter).cast(), size_of::<u64>()) };
-    assert_eq!(n, -1, "reset left the counter at zero, so a read would block");
-    assert_eq!(io::Error::last_os_error().kind(), io::ErrorKind::WouldBlock);
+    let mut counter = [0u8; 8];
+    let read = rustix::io::read(&waker.fd, &mut counter);
+    assert_eq!(read, Err(rustix::io::Errno::AGAIN), "reset left the counter at zero, so a read would block");
     waker.reset().unwrap();
     waker.wake().unwrap();
     assert_eq!(wait(&poller, SOON), [readable(0)], "a wake after reset is a new edge");
@@ -157,7 +153,7 @@ fn a_thousand_fds() {
     let poller = Poller::new().unwrap();
     let pipes: Vec<(File, File)> = (0..1000).map(|_| pipe()).collect();
     for (i, (r, _)) in pipes.iter().enumerate() {
-        poller.add(r.as_raw_fd(), i as u64, Interest::READABLE).unwrap();
+        poller.add(r.as_fd(), i as u64).unwrap();
     }
     for (_, w) in pipes.iter().step_by(10) {
         write_byte(w);
@@ -171,13 +167,11 @@ fn a_thousand_fds() {
 }
 
 /// Raises the soft limit on open files to at least `wanted`, if the hard limit allows.
-fn raise_fd_limit(wanted: libc::rlim_t) {
-    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: `limit` is a live, writable rlimit.
-    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) }, 0);
-    if limit.rlim_cur < wanted {
-        limit.rlim_cur = wanted.min(limit.rlim_max);
-        // SAFETY: `limit` is a live, initialised rlimit; the kernel only reads it.
-        assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) }, 0);
+fn raise_fd_limit(wanted: u64) {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current.is_some_and(|current| current < wanted) {
+        limit.current = Some(limit.maximum.map_or(wanted, |max| wanted.min(max)));
+        setrlimit(Resource::Nofile, limit).expect("setrlimit");
     }
 }
