@@ -227,6 +227,9 @@ fn delay_client_bench_prints_a_row_per_client() {
 struct Serve {
     child: std::process::Child,
     url: String,
+    /// What it has written to stderr (its log), and the thread that collects it.
+    log: std::sync::Arc<std::sync::Mutex<String>>,
+    collector: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Serve {
@@ -240,13 +243,21 @@ impl Serve {
             .arg(env!("CARGO_BIN_EXE_neverblock"))
             .arg(dir)
             .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("start neverblock serve");
+        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let (stderr, sink) = (child.stderr.take().unwrap(), log.clone());
+        let collector = std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                sink.lock().unwrap().push_str(&(line + "\n"));
+            }
+        });
         let mut line = String::new();
         std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
         let url = line.split_whitespace().find(|w| w.starts_with("http://")).unwrap_or_default().to_owned();
         assert!(line.starts_with("serving ") && !url.is_empty(), "the startup line says where: {line:?}");
-        Serve { child, url }
+        Serve { child, url, log, collector: Some(collector) }
     }
 
     fn addr(&self) -> String {
@@ -262,6 +273,14 @@ impl Serve {
         let mut answer = Vec::new();
         stream.read_to_end(&mut answer).expect("an answer within the bound");
         answer
+    }
+
+    /// Stops it gracefully and returns its whole log.
+    fn stop(&mut self) -> String {
+        self.signal("TERM");
+        assert!(self.child.wait().unwrap().success());
+        self.collector.take().unwrap().join().unwrap();
+        self.log.lock().unwrap().clone()
     }
 
     fn signal(&self, name: &str) {
@@ -337,7 +356,7 @@ fn serve_keeps_serving_fresh_clients_past_its_descriptor_limit() {
     use std::io::Read;
     let dir = Dir::new("serve-fds");
     std::fs::write(dir.0.join("hello.txt"), "hello").unwrap();
-    let server = Serve::start(&dir.0, Some(64));
+    let mut server = Serve::start(&dir.0, Some(64));
     // Twice as many idle connections as the server has descriptors; they send nothing, and
     // would hold their descriptors until the 20 s header timeout.
     let idle: Vec<_> = (0..128).map(|_| std::net::TcpStream::connect(server.addr()).unwrap()).collect();
@@ -348,4 +367,6 @@ fn serve_keeps_serving_fresh_clients_past_its_descriptor_limit() {
     let mut oldest = &idle[0];
     oldest.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
     assert_eq!(oldest.read(&mut [0u8; 1]).unwrap(), 0, "the connection idle longest was closed");
+    let log = server.stop();
+    assert!(log.contains("Too many open files") && log.contains("connections idle longest"), "{log}");
 }

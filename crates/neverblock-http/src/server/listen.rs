@@ -10,7 +10,7 @@
 use std::cell::RefCell;
 use std::io;
 use std::rc::{Rc, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use neverblock::net::TcpListener;
 
@@ -49,13 +49,12 @@ pub(super) fn free_descriptors() -> bool {
 /// Accepts connections until cancelled (a shutdown) or the listener fails; returns the failure.
 pub(super) fn accept_loop(listener: TcpListener, lp: Rc<Loop>) -> io::Error {
     let mut backoff = None::<Duration>;
-    let mut shed_total = 0;
+    let mut shedding = ShedLog::default();
     loop {
         match listener.accept() {
             Ok((stream, peer)) => {
-                if backoff.take().is_some() || shed_total > 0 {
-                    log::warn!("accepting again (closed {shed_total} idle connections meanwhile)");
-                    shed_total = 0;
+                if backoff.take().is_some() {
+                    log::warn!("accepting again");
                 }
                 lp.registry.counters().accepted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let lp = lp.clone();
@@ -64,14 +63,11 @@ pub(super) fn accept_loop(listener: TcpListener, lp: Rc<Loop>) -> io::Error {
                 }
             }
             Err(e) if is_fd_exhaustion(&e) => {
-                let idle_before = lp.registry.ended();
+                let before = lp.registry.ended();
                 let (shed, oldest) = lp.registry.shed_oldest_idle();
                 if shed > 0 {
-                    if shed_total == 0 {
-                        log::warn!("accept: {e}; closing the idle connections idle longest ({shed}, the oldest idle for {oldest:.1?})");
-                    }
-                    shed_total += shed;
-                    lp.registry.wait_ended(idle_before, shed, SHED_WAIT);
+                    shedding.add(shed, oldest, &e);
+                    lp.registry.wait_ended(before, shed, SHED_WAIT);
                 } else {
                     pause(&mut backoff, &e);
                 }
@@ -79,6 +75,35 @@ pub(super) fn accept_loop(listener: TcpListener, lp: Rc<Loop>) -> io::Error {
             Err(e) if is_exhaustion(&e) => pause(&mut backoff, &e),
             Err(e) if is_transient(&e) => {}
             Err(e) => return e,
+        }
+    }
+}
+
+/// How often shedding is logged: a line a second at most, however fast descriptors run out.
+const SHED_LOG_EVERY: Duration = Duration::from_secs(1);
+
+/// Connections shed since the last log line.
+#[derive(Debug, Default)]
+struct ShedLog {
+    last: Option<Instant>,
+    shed: usize,
+    oldest: Duration,
+}
+
+impl ShedLog {
+    /// Counts `shed` more connections (the longest idle for `oldest`), and logs them all once a
+    /// second has passed since the last line.
+    fn add(&mut self, shed: usize, oldest: Duration, e: &io::Error) {
+        self.shed += shed;
+        self.oldest = self.oldest.max(oldest);
+        let now = Instant::now();
+        if self.last.is_none_or(|last| now - last >= SHED_LOG_EVERY) {
+            log::warn!(
+                "accept: {e}; closed the {} connections idle longest (the oldest idle for {:.1?}) to go on accepting",
+                self.shed,
+                self.oldest
+            );
+            *self = ShedLog { last: Some(now), shed: 0, oldest: Duration::ZERO };
         }
     }
 }
