@@ -4,8 +4,9 @@
 //! for some connection to close, as a plain accept loop does, lets idle clients that hold every
 //! descriptor lock everyone else out; so the loop sheds the connections idle longest first (up to
 //! an eighth of the idle ones, at least one and at most 32, as nginx drains reusable connections),
-//! waits for them to end, and accepts again. With nothing idle to shed it backs off (5 ms doubling
-//! to 1 s, as Go's `net/http` does) until a descriptor frees up.
+//! waits for them to end, and accepts again, logging a line a second at most while it sheds. With
+//! nothing idle to shed it backs off (5 ms doubling to 1 s, as Go's `net/http` does) until a
+//! descriptor frees up.
 
 use std::cell::RefCell;
 use std::io;
