@@ -1,6 +1,6 @@
-//! The `neverblock` command: benchmarks that reproduce the published experiments
-//! side by side with their peers, a load client (`get`) and the experiments'
-//! backend (`delay-server`).
+//! The `neverblock` command: a static file server (`serve`), benchmarks that
+//! reproduce the published experiments side by side with their peers, a load
+//! client (`get`) and the experiments' backend (`delay-server`).
 
 #![forbid(unsafe_code)]
 #![allow(clippy::print_stdout)] // a command-line tool prints its results
@@ -10,6 +10,7 @@ mod delay_server;
 mod get;
 mod histogram;
 mod load;
+mod serve;
 
 use clap::{Parser, Subcommand};
 
@@ -20,7 +21,11 @@ use clap::{Parser, Subcommand};
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser, Debug)]
-#[command(name = "neverblock", version, about = "Fibers with Ruby's semantics, and their benchmarks")]
+#[command(
+    name = "neverblock",
+    version,
+    about = "Fibers with Ruby's semantics, an HTTP server on them, and their benchmarks"
+)]
 struct Cli {
     /// Log more: -v for what the runtime and servers note (info), -vv debug, -vvv trace.
     /// Warnings and errors are always shown; RUST_LOG, when set, chooses instead.
@@ -32,6 +37,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Serve the files under a directory over HTTP/1.1 (a loop per core; Ctrl-C stops gracefully).
+    Serve(serve::ServeArgs),
     /// Run a benchmark (each prints a table, or JSON rows with --json).
     Bench {
         #[command(subcommand)]
@@ -47,6 +54,7 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     init_logging(cli.verbose);
     match cli.command {
+        Command::Serve(args) => serve::run(args),
         Command::Bench { bench } => bench.run(),
         Command::DelayServer(args) => delay_server::run(args),
         Command::Get(args) => get::run(args),

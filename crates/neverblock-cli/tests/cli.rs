@@ -221,3 +221,152 @@ fn delay_client_bench_prints_a_row_per_client() {
     // 50 requests at once overlap their delays; one after another would reach 2 % of the bound.
     assert!(fibers["metrics"]["bound_pct"].as_f64().unwrap() > 10.0, "{stdout}");
 }
+
+/// A `neverblock serve` child process (started through `sh`, which can lower its descriptor
+/// limit first), killed on drop, and the URL its startup line names.
+struct Serve {
+    child: std::process::Child,
+    url: String,
+    /// What it has written to stderr (its log), and the thread that collects it.
+    log: std::sync::Arc<std::sync::Mutex<String>>,
+    collector: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Serve {
+    /// Serves `dir` with one loop on a free port, under `ulimit -n fd_limit` when given.
+    fn start(dir: &std::path::Path, fd_limit: Option<u32>) -> Serve {
+        use std::io::BufRead;
+        let ulimit = fd_limit.map_or(String::new(), |n| format!("ulimit -n {n} && "));
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(format!("{ulimit}exec \"$0\" serve \"$1\" --listen 127.0.0.1:0 --workers 1"))
+            .arg(env!("CARGO_BIN_EXE_neverblock"))
+            .arg(dir)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start neverblock serve");
+        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let (stderr, sink) = (child.stderr.take().unwrap(), log.clone());
+        let collector = std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                sink.lock().unwrap().push_str(&(line + "\n"));
+            }
+        });
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let url = line.split_whitespace().find(|w| w.starts_with("http://")).unwrap_or_default().to_owned();
+        assert!(line.starts_with("serving ") && !url.is_empty(), "the startup line says where: {line:?}");
+        Serve { child, url, log, collector: Some(collector) }
+    }
+
+    fn addr(&self) -> String {
+        self.url.trim_start_matches("http://").trim_end_matches('/').to_owned()
+    }
+
+    /// `GET path` on a fresh connection (closed after it): the whole answer, as bytes.
+    fn get(&self, path: &str) -> Vec<u8> {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(self.addr()).unwrap();
+        stream.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+        stream.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes()).unwrap();
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).expect("an answer within the bound");
+        answer
+    }
+
+    /// Stops it gracefully and returns its whole log.
+    fn stop(&mut self) -> String {
+        self.signal("TERM");
+        assert!(self.child.wait().unwrap().success());
+        self.collector.take().unwrap().join().unwrap();
+        self.log.lock().unwrap().clone()
+    }
+
+    fn signal(&self, name: &str) {
+        // The shell's own `kill`: no procps needed.
+        let status = Command::new("sh").arg("-c").arg(format!("kill -{name} {}", self.child.id())).status().unwrap();
+        assert!(status.success());
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A fresh directory beside the test binary, removed on drop.
+struct Dir(std::path::PathBuf);
+
+impl Dir {
+    fn new(name: &str) -> Dir {
+        let exe = std::env::current_exe().unwrap();
+        let dir = exe.parent().unwrap().join(format!("cli-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Dir(dir)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn serve_says_where_it_listens_serves_the_directory_and_stops_on_sigterm() {
+    let dir = Dir::new("serve");
+    std::fs::write(dir.0.join("index.html"), "<h1>hi</h1>").unwrap();
+    let mut server = Serve::start(&dir.0, None);
+    let answer = String::from_utf8(server.get("/")).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200 OK\r\n") && answer.ends_with("\r\n\r\n<h1>hi</h1>"), "{answer}");
+    server.signal("TERM");
+    let status = server.child.wait().unwrap();
+    assert!(status.success(), "a graceful stop: {status}");
+}
+
+#[test]
+fn serve_finishes_a_download_in_flight_when_told_to_stop() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let dir = Dir::new("serve-drain");
+    let content: Vec<u8> = (0..16u32 << 20).map(|i| (i % 253) as u8).collect();
+    std::fs::write(dir.0.join("big.bin"), &content).unwrap();
+    let mut server = Serve::start(&dir.0, None);
+    let mut stream = std::net::TcpStream::connect(server.addr()).unwrap();
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+    stream.write_all(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    while reader.read_line(&mut line).unwrap() > 2 {
+        line.clear();
+    }
+    let mut body = vec![0u8; 1];
+    reader.read_exact(&mut body).unwrap();
+    server.signal("INT");
+    reader.read_to_end(&mut body).unwrap();
+    assert!(body == content, "the download in flight ended whole: {} of {} bytes", body.len(), content.len());
+    assert!(server.child.wait().unwrap().success());
+}
+
+#[test]
+fn serve_keeps_serving_fresh_clients_past_its_descriptor_limit() {
+    use std::io::Read;
+    let dir = Dir::new("serve-fds");
+    std::fs::write(dir.0.join("hello.txt"), "hello").unwrap();
+    let mut server = Serve::start(&dir.0, Some(64));
+    // Twice as many idle connections as the server has descriptors; they send nothing, and
+    // would hold their descriptors until the 20 s header timeout.
+    let idle: Vec<_> = (0..128).map(|_| std::net::TcpStream::connect(server.addr()).unwrap()).collect();
+    for round in 0..3 {
+        let answer = String::from_utf8(server.get("/hello.txt")).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200 OK\r\n") && answer.ends_with("hello"), "round {round}: {answer}");
+    }
+    let mut oldest = &idle[0];
+    oldest.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+    assert_eq!(oldest.read(&mut [0u8; 1]).unwrap(), 0, "the connection idle longest was closed");
+    let log = server.stop();
+    assert!(log.contains("Too many open files") && log.contains("connections idle longest"), "{log}");
+}

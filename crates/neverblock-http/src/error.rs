@@ -1,11 +1,12 @@
-//! What can go wrong with an HTTP request, one kind per cause.
+//! What can go wrong with an HTTP request or server, one kind per cause.
 
 use std::fmt;
 use std::io;
 
+#[cfg(feature = "client")]
 use super::wire::WireError;
 
-/// Why a request failed.
+/// Why a request failed, or a server could not run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ErrorKind {
@@ -33,6 +34,10 @@ pub enum ErrorKind {
     TooLarge,
     /// More redirects than the client follows.
     TooManyRedirects,
+    /// A server could not listen on its address (it does not resolve, is in use, or is not allowed).
+    Listen,
+    /// A server could not be set up or run (its signal handlers, its event loops).
+    Server,
     /// Any other I/O error.
     Io,
 }
@@ -56,11 +61,19 @@ pub struct Error {
 }
 
 impl Error {
+    #[cfg_attr(not(any(feature = "client", feature = "server")), allow(dead_code))]
     pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
         Error { kind, message: message.into(), source: None }
     }
 
+    /// An error of `kind` caused by `source`: `what` failed.
+    #[cfg(feature = "server")]
+    pub(crate) fn with_source(kind: ErrorKind, what: String, source: io::Error) -> Error {
+        Error { kind, message: format!("{what}: {source}"), source: Some(source) }
+    }
+
     /// Classifies an I/O error from `phase` ("connect to …", "read from …").
+    #[cfg(feature = "client")]
     pub(crate) fn io(phase: &str, e: io::Error) -> Error {
         let kind = match e.kind() {
             io::ErrorKind::ConnectionRefused => ErrorKind::Refused,
@@ -69,6 +82,7 @@ impl Error {
             }
             io::ErrorKind::TimedOut if phase.starts_with("connect") => ErrorKind::ConnectTimeout,
             io::ErrorKind::TimedOut => ErrorKind::ReadTimeout,
+            #[cfg(feature = "client")]
             _ if e.get_ref().is_some_and(|inner| inner.is::<rustls::Error>()) => ErrorKind::Tls,
             _ => ErrorKind::Io,
         };
@@ -76,6 +90,7 @@ impl Error {
     }
 
     /// Classifies a framing error while reading the response from `url`.
+    #[cfg(feature = "client")]
     pub(crate) fn wire(url: &str, e: WireError) -> Error {
         match e {
             WireError::Io(e) => Error::io(&format!("read from {url}"), e),

@@ -1,17 +1,23 @@
-//! neverblock-http: HTTP/1.1 on neverblock's fibers, built only on the runtime's
-//! public API.
+//! neverblock-http: HTTP/1.1 on neverblock's fibers, client and server, built only on the
+//! runtime's public API.
 //!
-//! The client is in blocking style (the Net::HTTP of NeverBlock): inside
-//! fibers, many requests are in flight at once on one thread; outside a runtime
-//! each call blocks the thread.
+//! Both are in blocking style (the Net::HTTP and EventMachine server of NeverBlock): inside fibers,
+//! many requests are in flight at once on one thread; outside a runtime each client call blocks the
+//! thread. The `client` and `server` cargo features (both on by default) select the halves; they
+//! share one framing layer (RFC 9112, httparse), its limits and its body decoder.
 //!
-//! `http://` and `https://` (rustls over the fiber-aware [`TcpStream`](neverblock::net::TcpStream));
-//! a keep-alive pool per origin with a per-host cap and an idle timeout;
-//! Content-Length, chunked and close-delimited bodies framed as RFC 9112 says;
-//! connect, read and total timeouts, each its own [`ErrorKind`]; redirects when
-//! asked for; a request on a pooled connection that the server had closed is
-//! sent again once on a fresh one when it is replayable (Go's rule). Responses
-//! are read whole, in reads that grow from 4 KiB to 64 KiB.
+//! **The client** ([`Client`], [`get`], [`post`]): `http://` and `https://` (rustls over the
+//! fiber-aware [`TcpStream`](neverblock::net::TcpStream)); a keep-alive pool per origin with a
+//! per-host cap and an idle timeout; Content-Length, chunked and close-delimited bodies; connect,
+//! read and total timeouts, each its own [`ErrorKind`]; redirects when asked for; a request on a
+//! pooled connection that the server had closed is sent again once on a fresh one when it is
+//! replayable (Go's rule). Responses are read whole, in reads that grow from 4 KiB to 64 KiB.
+//!
+//! **The server** ([`server`]): a fiber per connection over a loop per core; a handler is a
+//! closure from a request (with its body as a `Read`) to a response (bytes, a stream, or a file
+//! range the kernel sends); keep-alive, pipelining, `100 Continue`, limits, timeouts with a
+//! minimum data rate, request-smuggling defences, graceful shutdown; [`server::StaticFiles`]
+//! serves a directory (`neverblock serve`).
 //!
 //! # Examples
 //!
@@ -25,179 +31,26 @@
 //!     fibers.into_iter().map(|f| f.join().unwrap().unwrap()).collect()
 //! });
 //! ```
+//!
+//! A server answering on port 8080 until SIGTERM or Ctrl-C:
+//!
+//! ```no_run
+//! use neverblock_http::server::{Request, Response, Server};
+//!
+//! let server = Server::builder().shutdown_on_signals().bind("127.0.0.1:8080").unwrap();
+//! server.run(|request: &mut Request<'_>| Response::new(200).body(format!("you asked for {}\n", request.path()))).unwrap();
+//! ```
 
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "client")]
 mod client;
-mod conn;
 mod error;
-mod head;
-mod origin;
-mod pool;
+#[cfg(feature = "server")]
+pub mod server;
+#[cfg(any(feature = "client", feature = "server"))]
 mod wire;
 
-use std::borrow::Cow;
-use std::fmt;
-use std::sync::{Arc, OnceLock};
-
-pub use client::{Client, ClientBuilder};
+#[cfg(feature = "client")]
+pub use client::{get, post, Client, ClientBuilder, Request, Response};
 pub use error::{Error, ErrorKind};
-
-use head::Head;
-
-/// `GET url` with the process's shared default [`Client`].
-///
-/// # Errors
-///
-/// See [`ErrorKind`].
-///
-/// # Examples
-///
-/// ```
-/// let err = neverblock_http::get("http://127.0.0.1:1/").unwrap_err();
-/// assert_eq!(err.kind(), neverblock_http::ErrorKind::Refused);
-/// ```
-pub fn get(url: &str) -> Result<Response, Error> {
-    default_client().get(url)
-}
-
-/// `POST url` with `body`, with the process's shared default [`Client`].
-///
-/// # Errors
-///
-/// See [`ErrorKind`].
-pub fn post(url: &str, body: impl Into<Vec<u8>>) -> Result<Response, Error> {
-    default_client().post(url, body)
-}
-
-fn default_client() -> &'static Client {
-    static CLIENT: OnceLock<Client> = OnceLock::new();
-    CLIENT.get_or_init(Client::new)
-}
-
-/// A request: method, absolute URL, extra headers and a body.
-///
-/// `Host`, and `Content-Length` when there is a body, are added when it is sent.
-///
-/// # Examples
-///
-/// ```
-/// use neverblock_http::Request;
-///
-/// let request = Request::new("PUT", "http://127.0.0.1:8080/item/1")
-///     .header("Content-Type", "application/json")
-///     .body(r#"{"name":"x"}"#);
-/// assert_eq!(request.method(), "PUT");
-/// ```
-#[derive(Clone, Debug)]
-pub struct Request {
-    method: String,
-    url: String,
-    /// `url` parsed and checked (http or https, with a host) once, so a request sent many times is
-    /// parsed once (`None`: invalid, reported when sent); shared with the responses it answers.
-    parsed: Option<Arc<url::Url>>,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Request {
-    /// A request with no extra headers and no body.
-    pub fn new(method: impl Into<String>, url: impl Into<String>) -> Request {
-        let url = url.into();
-        let parsed = client::parse(&url).ok().map(Arc::new);
-        Request { method: method.into(), url, parsed, headers: Vec::new(), body: Vec::new() }
-    }
-
-    /// Adds a header.
-    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Request {
-        self.headers.push((name.into(), value.into()));
-        self
-    }
-
-    /// Sets the body.
-    pub fn body(mut self, body: impl Into<Vec<u8>>) -> Request {
-        self.body = body.into();
-        self
-    }
-
-    /// The method.
-    pub fn method(&self) -> &str {
-        &self.method
-    }
-
-    /// The URL.
-    pub fn url(&self) -> &str {
-        self.url.as_str()
-    }
-}
-
-/// A whole response.
-///
-/// # Examples
-///
-/// ```no_run
-/// let response = neverblock_http::get("http://127.0.0.1:8080/").unwrap();
-/// if response.status() == 200 {
-///     println!("{} bytes of {:?}", response.body().len(), response.header("content-type"));
-/// }
-/// ```
-#[derive(Clone)]
-pub struct Response {
-    status: u16,
-    head: Head,
-    body: Vec<u8>,
-    url: Arc<url::Url>,
-}
-
-impl Response {
-    /// The status code.
-    pub fn status(&self) -> u16 {
-        self.status
-    }
-
-    /// The reason phrase.
-    pub fn reason(&self) -> &str {
-        self.head.reason()
-    }
-
-    /// The first header called `name` (any case), if its value is UTF-8.
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.head.get(name).and_then(|v| std::str::from_utf8(v).ok())
-    }
-
-    /// Every header, in the order received.
-    pub fn headers(&self) -> impl Iterator<Item = (&str, &[u8])> {
-        self.head.fields()
-    }
-
-    /// The body.
-    pub fn body(&self) -> &[u8] {
-        &self.body
-    }
-
-    /// The body as text (invalid UTF-8 replaced).
-    pub fn text(&self) -> Cow<'_, str> {
-        String::from_utf8_lossy(&self.body)
-    }
-
-    /// The body, taken.
-    pub fn into_body(self) -> Vec<u8> {
-        self.body
-    }
-
-    /// The URL that answered (the last one, after redirects).
-    pub fn url(&self) -> &str {
-        self.url.as_str()
-    }
-}
-
-impl fmt::Debug for Response {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Response")
-            .field("status", &self.status)
-            .field("head", &self.head)
-            .field("body", &format_args!("{} bytes", self.body.len()))
-            .field("url", &self.url.as_str())
-            .finish()
-    }
-}

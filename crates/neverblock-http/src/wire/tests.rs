@@ -1,7 +1,11 @@
 //! Framing of responses and requests, whichever way the stream cuts its reads, and the request writer.
 
-use std::io::ErrorKind;
+use std::fmt;
+use std::io::{self, ErrorKind, Read, Write};
 
+use url::Url;
+
+use super::client::*;
 use super::*;
 
 /// How a [`Script`] cuts its bytes into reads.
@@ -319,7 +323,7 @@ fn malformed_messages_are_rejected() {
 
 #[test]
 fn limits_bound_heads_and_bodies() {
-    let limits = Limits { max_head: 50, max_body: 4 };
+    let limits = Limits { max_head: 50, max_body: 4, ..Limits::default() };
     check_errors(
         None,
         limits,

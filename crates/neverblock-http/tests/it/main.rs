@@ -1,4 +1,20 @@
-//! One integration-test binary for the HTTP client.
+//! One integration-test binary for neverblock-http: the client against scripted std-thread
+//! servers, and the server (core, limits, timeouts, shutdown, static files) against raw-bytes
+//! clients, all on loopback.
 
+#[cfg(feature = "client")]
 mod client;
+#[cfg(feature = "client")]
 mod fixtures;
+#[cfg(feature = "server")]
+mod server;
+#[cfg(feature = "server")]
+mod server_limits;
+#[cfg(feature = "server")]
+mod server_shutdown;
+#[cfg(feature = "server")]
+mod server_timeouts;
+#[cfg(feature = "server")]
+mod serving;
+#[cfg(feature = "server")]
+mod static_files;

@@ -1,4 +1,5 @@
-//! The client: requests, redirects, timeouts and the stale-connection retry.
+//! The client: requests, redirects, timeouts and the stale-connection retry, over a keep-alive
+//! pool of plain or TLS connections.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -6,12 +7,19 @@ use std::time::{Duration, Instant};
 use rustls::ClientConfig;
 use url::Url;
 
-use super::conn::{tls_config, Conn};
-use super::error::{Error, ErrorKind};
-use super::origin::OriginRef;
-use super::pool::{Host, Pool, PooledConn};
-use super::wire::{self, BufferedConn, Limits, RequestHead, WireError};
-use super::{Request, Response};
+use crate::error::{Error, ErrorKind};
+use crate::wire::client::{read_response, RequestHead};
+use crate::wire::{self, BufferedConn, Limits, WireError};
+use conn::{tls_config, Conn};
+use origin::OriginRef;
+use pool::{Host, Pool, PooledConn};
+
+mod conn;
+mod message;
+mod origin;
+mod pool;
+
+pub use message::{get, post, Request, Response};
 
 /// An HTTP/1.1 client with a keep-alive pool; cheap to clone (clones share the
 /// pool) and usable from any fiber or thread.
@@ -98,7 +106,7 @@ impl Default for ClientBuilder {
             per_host: 64,
             idle_timeout: Duration::from_secs(90),
             redirects: 0,
-            max_body: Limits::default().max_body,
+            max_body: usize::try_from(Limits::default().max_body).unwrap_or(usize::MAX),
             roots: Vec::new(),
         }
     }
@@ -167,7 +175,7 @@ impl ClientBuilder {
                 read_timeout: self.read_timeout,
                 total_timeout: self.total_timeout,
                 redirects: self.redirects,
-                limits: Limits { max_body: self.max_body, ..Limits::default() },
+                limits: Limits { max_body: self.max_body as u64, ..Limits::default() },
             }),
         })
     }
@@ -334,7 +342,7 @@ impl Client {
                 Attempt::Failed(Error::io(&format!("send to {url}"), e))
             });
         }
-        match wire::read_response(&mut conn, head.method == "HEAD", &self.inner.limits) {
+        match read_response(&mut conn, head.method == "HEAD", &self.inner.limits) {
             Err(WireError::NoResponse) => {
                 Err(Attempt::Stale(format!("{url}: the connection closed before any response")))
             }

@@ -11,7 +11,7 @@ use neverblock::Elapsed;
 
 use super::conn::Conn;
 use super::origin::{Key, Origin, OriginRef};
-use super::wire::BufferedConn;
+use crate::wire::BufferedConn;
 
 /// A connection as the pool keeps it: boxed, so taking and returning one moves a pointer.
 pub(crate) type PooledConn = Box<BufferedConn<Conn>>;

@@ -7,8 +7,8 @@ use std::time::Duration;
 use rustls::pki_types::ServerName;
 use rustls::{ClientConfig, ClientConnection, StreamOwned};
 
-use super::error::{Error, ErrorKind};
 use super::origin::Origin;
+use crate::error::{Error, ErrorKind};
 use neverblock::net::{TcpStream, ToSocketAddrs};
 
 /// A connection's byte stream.

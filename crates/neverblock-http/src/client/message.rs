@@ -1,0 +1,167 @@
+//! The client's messages: a [`Request`] to send and the whole [`Response`] read back, and the
+//! shortcuts through the process's shared default [`Client`].
+
+use std::borrow::Cow;
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+
+use super::Client;
+use crate::error::Error;
+use crate::wire::head::Head;
+
+/// `GET url` with the process's shared default [`Client`].
+///
+/// # Errors
+///
+/// See [`ErrorKind`](crate::ErrorKind).
+///
+/// # Examples
+///
+/// ```
+/// let err = neverblock_http::get("http://127.0.0.1:1/").unwrap_err();
+/// assert_eq!(err.kind(), neverblock_http::ErrorKind::Refused);
+/// ```
+pub fn get(url: &str) -> Result<Response, Error> {
+    default_client().get(url)
+}
+
+/// `POST url` with `body`, with the process's shared default [`Client`].
+///
+/// # Errors
+///
+/// See [`ErrorKind`](crate::ErrorKind).
+pub fn post(url: &str, body: impl Into<Vec<u8>>) -> Result<Response, Error> {
+    default_client().post(url, body)
+}
+
+fn default_client() -> &'static Client {
+    static CLIENT: OnceLock<Client> = OnceLock::new();
+    CLIENT.get_or_init(Client::new)
+}
+
+/// A request: method, absolute URL, extra headers and a body.
+///
+/// `Host`, and `Content-Length` when there is a body, are added when it is sent.
+///
+/// # Examples
+///
+/// ```
+/// use neverblock_http::Request;
+///
+/// let request = Request::new("PUT", "http://127.0.0.1:8080/item/1")
+///     .header("Content-Type", "application/json")
+///     .body(r#"{"name":"x"}"#);
+/// assert_eq!(request.method(), "PUT");
+/// ```
+#[derive(Clone, Debug)]
+pub struct Request {
+    pub(super) method: String,
+    pub(super) url: String,
+    /// `url` parsed and checked (http or https, with a host) once, so a request sent many times is
+    /// parsed once (`None`: invalid, reported when sent); shared with the responses it answers.
+    pub(super) parsed: Option<Arc<url::Url>>,
+    pub(super) headers: Vec<(String, String)>,
+    pub(super) body: Vec<u8>,
+}
+
+impl Request {
+    /// A request with no extra headers and no body.
+    pub fn new(method: impl Into<String>, url: impl Into<String>) -> Request {
+        let url = url.into();
+        let parsed = super::parse(&url).ok().map(Arc::new);
+        Request { method: method.into(), url, parsed, headers: Vec::new(), body: Vec::new() }
+    }
+
+    /// Adds a header.
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Request {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// Sets the body.
+    pub fn body(mut self, body: impl Into<Vec<u8>>) -> Request {
+        self.body = body.into();
+        self
+    }
+
+    /// The method.
+    pub fn method(&self) -> &str {
+        &self.method
+    }
+
+    /// The URL.
+    pub fn url(&self) -> &str {
+        self.url.as_str()
+    }
+}
+
+/// A whole response.
+///
+/// # Examples
+///
+/// ```no_run
+/// let response = neverblock_http::get("http://127.0.0.1:8080/").unwrap();
+/// if response.status() == 200 {
+///     println!("{} bytes of {:?}", response.body().len(), response.header("content-type"));
+/// }
+/// ```
+#[derive(Clone)]
+pub struct Response {
+    pub(super) status: u16,
+    pub(super) head: Head,
+    pub(super) body: Vec<u8>,
+    pub(super) url: Arc<url::Url>,
+}
+
+impl Response {
+    /// The status code.
+    pub fn status(&self) -> u16 {
+        self.status
+    }
+
+    /// The reason phrase.
+    pub fn reason(&self) -> &str {
+        self.head.reason()
+    }
+
+    /// The first header called `name` (any case), if its value is UTF-8.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.head.get(name).and_then(|v| std::str::from_utf8(v).ok())
+    }
+
+    /// Every header, in the order received.
+    pub fn headers(&self) -> impl Iterator<Item = (&str, &[u8])> {
+        self.head.fields()
+    }
+
+    /// The body.
+    pub fn body(&self) -> &[u8] {
+        &self.body
+    }
+
+    /// The body as text (invalid UTF-8 replaced).
+    pub fn text(&self) -> Cow<'_, str> {
+        String::from_utf8_lossy(&self.body)
+    }
+
+    /// The body, taken.
+    pub fn into_body(self) -> Vec<u8> {
+        self.body
+    }
+
+    /// The URL that answered (the last one, after redirects).
+    pub fn url(&self) -> &str {
+        self.url.as_str()
+    }
+}
+
+impl fmt::Debug for Response {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Response")
+            .field("status", &self.status)
+            .field("head", &self.head)
+            .field("body", &format_args!("{} bytes", self.body.len()))
+            .field("url", &self.url.as_str())
+            .finish()
+    }
+}

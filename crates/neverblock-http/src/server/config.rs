@@ -1,0 +1,234 @@
+//! A server's settings: loops, timeouts, limits, the response hook, signals; and binding.
+
+use std::fmt;
+use std::net::{SocketAddr, TcpListener as StdListener, ToSocketAddrs};
+use std::sync::Arc;
+use std::time::Duration;
+
+use neverblock::net::TcpListener;
+
+use super::exchange::Exchange;
+use super::shutdown::Shared;
+use super::{Handler, Server};
+use crate::error::{Error, ErrorKind};
+use crate::wire::{Limits, MAX_HEADERS_CAP};
+
+/// The hook called after each response.
+pub(super) type Hook = Arc<dyn Fn(&Exchange<'_>) + Send + Sync>;
+
+/// How long a client may take, and how slow it may be.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Timeouts {
+    pub(super) header: Duration,
+    pub(super) keep_alive: Duration,
+    pub(super) body: Duration,
+    pub(super) send: Duration,
+    pub(super) min_rate: u64,
+    pub(super) shutdown: Duration,
+}
+
+/// What every loop of a running server shares.
+pub(super) struct Config {
+    pub(super) handler: Arc<dyn Handler>,
+    pub(super) hook: Option<Hook>,
+    pub(super) timeouts: Timeouts,
+    pub(super) limits: Limits,
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config").field("timeouts", &self.timeouts).field("limits", &self.limits).finish_non_exhaustive()
+    }
+}
+
+/// Settings for a [`Server`], then [`bind`](ServerBuilder::bind).
+///
+/// Defaults: a loop per core; a request head must arrive whole within 20 s of its first byte (of
+/// the connection's start, for the first request); an idle kept-alive connection is closed after
+/// 60 s; a read of the request body or a write of the response waits at most 30 s, and once that
+/// much time has been spent waiting, the client must keep up 500 bytes a second on average
+/// (Apache's `MinRate`), so a client that drips a byte per timeout period is dropped; graceful
+/// shutdown waits 10 s for requests in flight; request lines up to 8 KiB, heads up to 64 KiB with
+/// at most 100 fields, bodies up to 16 MiB; no response hook; signals untouched.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use neverblock_http::server::Server;
+///
+/// let server = Server::builder()
+///     .workers(2)
+///     .header_timeout(Duration::from_secs(10))
+///     .keep_alive_timeout(Duration::from_secs(30))
+///     .max_body(1 << 20)
+///     .bind("127.0.0.1:0")
+///     .unwrap();
+/// assert_ne!(server.local_addr().port(), 0);
+/// ```
+#[derive(Clone)]
+pub struct ServerBuilder {
+    workers: Option<usize>,
+    timeouts: Timeouts,
+    limits: Limits,
+    hook: Option<Hook>,
+    signals: bool,
+}
+
+impl Default for ServerBuilder {
+    fn default() -> ServerBuilder {
+        ServerBuilder {
+            workers: None,
+            timeouts: Timeouts {
+                header: Duration::from_secs(20),
+                keep_alive: Duration::from_secs(60),
+                body: Duration::from_secs(30),
+                send: Duration::from_secs(30),
+                min_rate: 500,
+                shutdown: Duration::from_secs(10),
+            },
+            limits: Limits { max_body: 16 << 20, ..Limits::default() },
+            hook: None,
+            signals: false,
+        }
+    }
+}
+
+impl fmt::Debug for ServerBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServerBuilder")
+            .field("workers", &self.workers)
+            .field("timeouts", &self.timeouts)
+            .field("limits", &self.limits)
+            .field("signals", &self.signals)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServerBuilder {
+    /// Runs `n` loops, one thread each, each accepting on its own listener (`SO_REUSEPORT`)
+    /// (default: [`available_threads`](neverblock::runtime::available_threads)).
+    pub fn workers(mut self, n: usize) -> ServerBuilder {
+        self.workers = Some(n.max(1));
+        self
+    }
+
+    /// How long a request head may take from its first byte (a new connection's first head: from
+    /// the connection's start). Past it, the client gets 408 and the connection closes.
+    pub fn header_timeout(mut self, timeout: Duration) -> ServerBuilder {
+        self.timeouts.header = timeout;
+        self
+    }
+
+    /// How long a kept-alive connection may wait for its next request.
+    pub fn keep_alive_timeout(mut self, timeout: Duration) -> ServerBuilder {
+        self.timeouts.keep_alive = timeout;
+        self
+    }
+
+    /// How long one read of a request body may wait (and the grace before the minimum rate).
+    pub fn body_timeout(mut self, timeout: Duration) -> ServerBuilder {
+        self.timeouts.body = timeout;
+        self
+    }
+
+    /// How long one write of a response may wait (and the grace before the minimum rate).
+    pub fn send_timeout(mut self, timeout: Duration) -> ServerBuilder {
+        self.timeouts.send = timeout;
+        self
+    }
+
+    /// The minimum average rate, in bytes a second, of a body in either direction while the server
+    /// waits on the client, once the body or send timeout has been spent waiting (0: none).
+    pub fn min_data_rate(mut self, bytes_per_second: u64) -> ServerBuilder {
+        self.timeouts.min_rate = bytes_per_second;
+        self
+    }
+
+    /// How long a graceful shutdown waits for requests in flight before closing their connections.
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> ServerBuilder {
+        self.timeouts.shutdown = timeout;
+        self
+    }
+
+    /// The longest request line (method, target, version); longer ones get 414.
+    pub fn max_request_line(mut self, bytes: usize) -> ServerBuilder {
+        self.limits.max_line = bytes;
+        self
+    }
+
+    /// The longest request head; longer ones get 431.
+    pub fn max_head(mut self, bytes: usize) -> ServerBuilder {
+        self.limits.max_head = bytes;
+        self
+    }
+
+    /// The most header fields in a request (at most 256); more get 431.
+    pub fn max_headers(mut self, n: usize) -> ServerBuilder {
+        self.limits.max_headers = n.clamp(1, MAX_HEADERS_CAP);
+        self
+    }
+
+    /// The longest request body; longer ones get 413.
+    pub fn max_body(mut self, bytes: u64) -> ServerBuilder {
+        self.limits.max_body = bytes;
+        self
+    }
+
+    /// Calls `hook` after each response, on the connection's fiber, with the request and what was
+    /// sent: the place for access logs and metrics. It should not block for long.
+    pub fn on_response(mut self, hook: impl Fn(&Exchange<'_>) + Send + Sync + 'static) -> ServerBuilder {
+        self.hook = Some(Arc::new(hook));
+        self
+    }
+
+    /// Shuts the server down gracefully on SIGTERM or SIGINT while it runs; a second signal closes
+    /// every connection at once. Once the server has returned, the signals act as by default again.
+    pub fn shutdown_on_signals(mut self) -> ServerBuilder {
+        self.signals = true;
+        self
+    }
+
+    /// Listens on `addr` (a listener per loop, all on one port; port 0 picks a free one).
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Listen`] if the address does not resolve or cannot be bound (in use, not
+    /// allowed), naming it.
+    pub fn bind(self, addr: impl ToSocketAddrs) -> Result<Server, Error> {
+        let listen_error = |what: &str, e: std::io::Error| Error::with_source(ErrorKind::Listen, what.to_owned(), e);
+        let addr = addr
+            .to_socket_addrs()
+            .map_err(|e| listen_error("resolve the address to listen on", e))?
+            .next()
+            .ok_or_else(|| Error::new(ErrorKind::Listen, "the address to listen on resolves to nothing"))?;
+        if addr.port() != 0 {
+            // SO_REUSEPORT would let this server silently share a port another one of this
+            // user listens on; a plain bind fails if anything listens there already.
+            drop(StdListener::bind(addr).map_err(|e| listen_error(&format!("listen on {addr}"), e))?);
+        }
+        let workers = self.workers.unwrap_or_else(neverblock::runtime::available_threads);
+        let bind = |addr: SocketAddr| {
+            TcpListener::bind_reuse_port(addr)
+                .and_then(TcpListener::into_std)
+                .map_err(|e| listen_error(&format!("listen on {addr}"), e))
+        };
+        let first = bind(addr)?;
+        // Port 0 means any: the others join the port the first one got.
+        let addr = first.local_addr().map_err(|e| listen_error("read the bound address", e))?;
+        let mut listeners = vec![first];
+        for _ in 1..workers {
+            listeners.push(bind(addr)?);
+        }
+        Ok(Server { listeners, addr, settings: self, shared: Arc::new(Shared::new(workers)) })
+    }
+
+    /// The settings a running server shares, with its handler.
+    pub(super) fn config(&self, handler: Arc<dyn Handler>) -> Config {
+        Config { handler, hook: self.hook.clone(), timeouts: self.timeouts, limits: self.limits }
+    }
+
+    pub(super) fn signals(&self) -> bool {
+        self.signals
+    }
+}

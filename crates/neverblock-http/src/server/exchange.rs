@@ -1,0 +1,130 @@
+//! One finished request and its response, as the server's `on_response` hook sees it: what an
+//! access log line or a metric needs.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::time::{Duration, SystemTime};
+
+use super::request::Version;
+use super::response::Response;
+use crate::wire::head::Head;
+use crate::wire::server::Message;
+
+/// A request and the response the server sent for it, after the last byte went out (or the
+/// sending failed). Requests the server refused before a handler saw them (a malformed head,
+/// 414, 431, …) are here too, with what could be parsed of them.
+///
+/// # Examples
+///
+/// ```no_run
+/// use neverblock_http::server::{Exchange, Response, Server};
+///
+/// let server = Server::builder()
+///     .on_response(|x: &Exchange<'_>| {
+///         log::info!("{} {} {} {} {}B {:?}", x.peer_addr(), x.method(), x.target(), x.status(), x.body_bytes(), x.duration());
+///     })
+///     .bind("127.0.0.1:8080")
+///     .unwrap();
+/// server.run(|_: &mut neverblock_http::server::Request<'_>| Response::new(204)).unwrap();
+/// ```
+pub struct Exchange<'a> {
+    /// The request's head, if it could be parsed.
+    pub(super) head: Option<&'a Head>,
+    /// What the server made of it, if it took it.
+    pub(super) message: Option<&'a Message>,
+    pub(super) response: &'a Response,
+    pub(super) peer: SocketAddr,
+    pub(super) local: SocketAddr,
+    pub(super) body_bytes: u64,
+    pub(super) complete: bool,
+    pub(super) started: SystemTime,
+    pub(super) duration: Duration,
+}
+
+impl Exchange<'_> {
+    /// The request's method; empty if its head could not be parsed.
+    pub fn method(&self) -> &str {
+        self.head.map_or("", Head::method)
+    }
+
+    /// The request target as sent; empty if the head could not be parsed.
+    pub fn target(&self) -> &str {
+        self.head.map_or("", Head::target)
+    }
+
+    /// The target's path, percent-encoded; empty if the request was refused before it was split.
+    pub fn path(&self) -> &str {
+        match (self.head, self.message) {
+            (Some(head), Some(message)) => &head.target()[message.path.clone()],
+            _ => "",
+        }
+    }
+
+    /// The target's query, after its `?`.
+    pub fn query(&self) -> Option<&str> {
+        let (head, message) = (self.head?, self.message?);
+        message.query.clone().map(|q| &head.target()[q])
+    }
+
+    /// The request's version, if the server took the request.
+    pub fn version(&self) -> Option<Version> {
+        self.message.map(|message| Version::of_minor(message.version))
+    }
+
+    /// The first request field called `name` (any case), if it is text.
+    pub fn request_header(&self, name: &str) -> Option<&str> {
+        self.head.and_then(|head| head.get(name)).and_then(|v| std::str::from_utf8(v).ok())
+    }
+
+    /// The status sent.
+    pub fn status(&self) -> u16 {
+        self.response.status()
+    }
+
+    /// The first response field called `name` (any case) the handler set.
+    pub fn response_header(&self, name: &str) -> Option<&str> {
+        self.response.header_value(name)
+    }
+
+    /// Body bytes sent (not counting the head or chunked framing).
+    pub fn body_bytes(&self) -> u64 {
+        self.body_bytes
+    }
+
+    /// Whether the whole response went out.
+    pub fn completed(&self) -> bool {
+        self.complete
+    }
+
+    /// The client's address.
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.peer
+    }
+
+    /// The address the client connected to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// When the request's head had arrived.
+    pub fn started(&self) -> SystemTime {
+        self.started
+    }
+
+    /// From the request's head arriving to the response's last byte going out.
+    pub fn duration(&self) -> Duration {
+        self.duration
+    }
+}
+
+impl fmt::Debug for Exchange<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Exchange")
+            .field("method", &self.method())
+            .field("target", &self.target())
+            .field("status", &self.status())
+            .field("body_bytes", &self.body_bytes)
+            .field("peer", &self.peer)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,137 @@
+//! A loop's accept loop: a fiber per connection, and no lock-out when file descriptors run out.
+//!
+//! `accept` failing with `EMFILE`/`ENFILE` leaves the connection in the kernel's backlog. Waiting
+//! for some connection to close, as a plain accept loop does, lets idle clients that hold every
+//! descriptor lock everyone else out; so the loop sheds the connections idle longest first (up to
+//! an eighth of the idle ones, at least one and at most 32, as nginx drains reusable connections),
+//! waits for them to end, and accepts again, logging a line a second at most while it sheds. With
+//! nothing idle to shed it backs off (5 ms doubling to 1 s, as Go's `net/http` does) until a
+//! descriptor frees up.
+
+use std::cell::RefCell;
+use std::io;
+use std::rc::{Rc, Weak};
+use std::time::{Duration, Instant};
+
+use neverblock::net::TcpListener;
+
+use super::conn;
+use super::registry::Registry;
+use super::Loop;
+
+const FIRST_BACKOFF: Duration = Duration::from_millis(5);
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+/// How long the loop waits for shed connections to close before trying again anyway.
+const SHED_WAIT: Duration = Duration::from_millis(100);
+
+thread_local! {
+    /// The registry of the loop running on this thread, for [`free_descriptors`].
+    static CURRENT: RefCell<Weak<Registry>> = const { RefCell::new(Weak::new()) };
+}
+
+/// Makes `registry` the one [`free_descriptors`] sheds from on this thread.
+pub(super) fn set_current(registry: &Rc<Registry>) {
+    CURRENT.with(|current| *current.borrow_mut() = Rc::downgrade(registry));
+}
+
+/// Sheds a batch of this loop's idle connections and waits for them to close, for code that ran out
+/// of file descriptors (opening a file); returns whether any were shed.
+pub(super) fn free_descriptors() -> bool {
+    let Some(registry) = CURRENT.with(|current| current.borrow().upgrade()) else { return false };
+    let before = registry.ended();
+    let (shed, oldest) = registry.shed_oldest_idle();
+    if shed > 0 {
+        log::warn!("out of file descriptors: closed {shed} idle connections (the oldest idle for {oldest:.1?})");
+        registry.wait_ended(before, shed, SHED_WAIT);
+    }
+    shed > 0
+}
+
+/// Accepts connections until cancelled (a shutdown) or the listener fails; returns the failure.
+pub(super) fn accept_loop(listener: TcpListener, lp: Rc<Loop>) -> io::Error {
+    let mut backoff = None::<Duration>;
+    let mut shedding = ShedLog::default();
+    loop {
+        match listener.accept() {
+            Ok((stream, peer)) => {
+                if backoff.take().is_some() {
+                    log::warn!("accepting again");
+                }
+                lp.registry.counters().accepted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let lp = lp.clone();
+                if let Err(e) = neverblock::try_spawn(move || conn::serve(stream, peer, &lp)) {
+                    log::error!("connection from {peer} closed unserved: {e}");
+                }
+            }
+            Err(e) if is_fd_exhaustion(&e) => {
+                let before = lp.registry.ended();
+                let (shed, oldest) = lp.registry.shed_oldest_idle();
+                if shed > 0 {
+                    shedding.add(shed, oldest, &e);
+                    lp.registry.wait_ended(before, shed, SHED_WAIT);
+                } else {
+                    pause(&mut backoff, &e);
+                }
+            }
+            Err(e) if is_exhaustion(&e) => pause(&mut backoff, &e),
+            Err(e) if is_transient(&e) => {}
+            Err(e) => return e,
+        }
+    }
+}
+
+/// How often shedding is logged: a line a second at most, however fast descriptors run out.
+const SHED_LOG_EVERY: Duration = Duration::from_secs(1);
+
+/// Connections shed since the last log line.
+#[derive(Debug, Default)]
+struct ShedLog {
+    last: Option<Instant>,
+    shed: usize,
+    oldest: Duration,
+}
+
+impl ShedLog {
+    /// Counts `shed` more connections (the longest idle for `oldest`), and logs them all once a
+    /// second has passed since the last line.
+    fn add(&mut self, shed: usize, oldest: Duration, e: &io::Error) {
+        self.shed += shed;
+        self.oldest = self.oldest.max(oldest);
+        let now = Instant::now();
+        if self.last.is_none_or(|last| now - last >= SHED_LOG_EVERY) {
+            log::warn!(
+                "accept: {e}; closed the {} connections idle longest (the oldest idle for {:.1?}) to go on accepting",
+                self.shed,
+                self.oldest
+            );
+            *self = ShedLog { last: Some(now), shed: 0, oldest: Duration::ZERO };
+        }
+    }
+}
+
+/// Sleeps the next backoff step, logging the first.
+fn pause(backoff: &mut Option<Duration>, e: &io::Error) {
+    let pause = backoff.map_or(FIRST_BACKOFF, |b| (b * 2).min(MAX_BACKOFF));
+    if backoff.is_none() {
+        log::warn!("accept: {e}; nothing idle to close, retrying every {pause:?} or more");
+    }
+    *backoff = Some(pause);
+    neverblock::sleep(pause);
+}
+
+/// Out of file descriptors, for the process or the system.
+pub(super) fn is_fd_exhaustion(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(code) if code == rustix::io::Errno::MFILE.raw_os_error() || code == rustix::io::Errno::NFILE.raw_os_error())
+}
+
+/// Out of kernel memory, which frees up as connections close.
+fn is_exhaustion(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(code) if code == rustix::io::Errno::NOBUFS.raw_os_error() || code == rustix::io::Errno::NOMEM.raw_os_error())
+}
+
+/// A connection that went away before it could be accepted, or a signal.
+fn is_transient(e: &io::Error) -> bool {
+    use rustix::io::Errno;
+    let transient = [Errno::CONNABORTED, Errno::PROTO, Errno::PERM, Errno::INTR];
+    e.raw_os_error().is_some_and(|code| transient.iter().any(|t| t.raw_os_error() == code))
+}

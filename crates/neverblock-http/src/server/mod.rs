@@ -1,0 +1,238 @@
+//! An HTTP/1.1 server in blocking style: a fiber per connection over a loop per core, a handler
+//! that reads and writes like plain blocking code, and static files sent by the kernel.
+//!
+//! A [`Server`] listens with one `SO_REUSEPORT` listener per loop (the kernel spreads connections
+//! across them); each accepted connection gets a fiber that reads requests in turn (keep-alive,
+//! pipelining answered in order), calls the [`Handler`] with each, and writes its [`Response`]. A
+//! handler that parks (a socket, a sleep, a database query) parks only its fiber. Slow clients
+//! cost a timer each, never a worker; limits, timeouts and request-smuggling defences answer with
+//! the status RFC 9110 names (see [`ServerBuilder`]); graceful shutdown is a [`ServerHandle`] call
+//! or a signal. [`StaticFiles`] serves a directory.
+//!
+//! # Examples
+//!
+//! A handler that greets, and one request to it:
+//!
+//! ```
+//! use std::io::{Read, Write};
+//! use neverblock_http::server::{Request, Response, Server};
+//!
+//! let server = Server::builder().workers(1).bind("127.0.0.1:0").unwrap();
+//! let (addr, handle) = (server.local_addr(), server.handle());
+//! let running = std::thread::spawn(move || {
+//!     server.run(|request: &mut Request<'_>| {
+//!         let mut name = String::new();
+//!         request.body().read_to_string(&mut name).unwrap();
+//!         Response::new(200).header("Content-Type", "text/plain").body(format!("hello, {name}"))
+//!     })
+//! });
+//!
+//! let mut client = std::net::TcpStream::connect(addr).unwrap();
+//! client.write_all(b"POST /greet HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nConnection: close\r\n\r\nworld").unwrap();
+//! let mut answer = String::new();
+//! client.read_to_string(&mut answer).unwrap();
+//! assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"));
+//! assert!(answer.ends_with("\r\n\r\nhello, world"));
+//!
+//! handle.shutdown();
+//! running.join().unwrap().unwrap();
+//! ```
+
+mod config;
+mod conn;
+mod date;
+mod exchange;
+mod listen;
+mod registry;
+mod request;
+mod respond;
+mod response;
+mod shutdown;
+mod socket;
+mod static_files;
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use neverblock::net::TcpListener;
+use neverblock::runtime::{spawn_on, Builder};
+
+pub use config::ServerBuilder;
+pub use exchange::Exchange;
+pub use request::{Request, RequestBody, Version};
+pub use response::{Body, Response};
+pub use shutdown::{ServerHandle, ServerStats};
+pub use static_files::StaticFiles;
+
+use crate::error::{Error, ErrorKind};
+use config::Config;
+use registry::Registry;
+use shutdown::{Shared, Signals};
+
+/// What answers requests: any `Fn(&mut Request) -> Response` that may be shared between threads,
+/// or a [`StaticFiles`].
+///
+/// The server calls it on each request's connection fiber, on whichever loop accepted the
+/// connection, so it runs on many threads at once; it may park (read a socket, sleep, query a
+/// database) and so park only its own fiber. A panic in it answers 500 and closes its connection.
+///
+/// # Examples
+///
+/// ```
+/// use neverblock_http::server::{Handler, Request, Response};
+///
+/// struct Health;
+///
+/// impl Handler for Health {
+///     fn handle(&self, request: &mut Request<'_>) -> Response {
+///         match request.path() {
+///             "/health" => Response::new(200).body("ok\n"),
+///             _ => Response::new(404),
+///         }
+///     }
+/// }
+/// # let _ = Health;
+/// ```
+pub trait Handler: Send + Sync + 'static {
+    /// The response to `request`.
+    fn handle(&self, request: &mut Request<'_>) -> Response;
+}
+
+impl<F> Handler for F
+where
+    F: Fn(&mut Request<'_>) -> Response + Send + Sync + 'static,
+{
+    fn handle(&self, request: &mut Request<'_>) -> Response {
+        self(request)
+    }
+}
+
+/// A bound server, to [`run`](Server::run) with a handler.
+///
+/// # Examples
+///
+/// ```no_run
+/// use neverblock_http::server::{Server, StaticFiles};
+///
+/// let server = Server::builder().shutdown_on_signals().bind("127.0.0.1:8080").unwrap();
+/// println!("listening on http://{}/", server.local_addr());
+/// server.run(StaticFiles::new(".").unwrap()).unwrap();
+/// ```
+pub struct Server {
+    listeners: Vec<std::net::TcpListener>,
+    addr: SocketAddr,
+    settings: ServerBuilder,
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for Server {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Server").field("addr", &self.addr).field("loops", &self.listeners.len()).finish_non_exhaustive()
+    }
+}
+
+/// What the fibers of one loop share.
+#[derive(Debug)]
+struct Loop {
+    config: Arc<Config>,
+    registry: Rc<Registry>,
+}
+
+impl Server {
+    /// Settings for a new server.
+    pub fn builder() -> ServerBuilder {
+        ServerBuilder::default()
+    }
+
+    /// A server with the default settings (see [`ServerBuilder`]), listening on `addr`.
+    ///
+    /// # Errors
+    ///
+    /// As [`ServerBuilder::bind`].
+    pub fn bind(addr: impl std::net::ToSocketAddrs) -> Result<Server, Error> {
+        ServerBuilder::default().bind(addr)
+    }
+
+    /// The address it listens on (with the port picked, for port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// A handle to shut it down with, from any thread.
+    pub fn handle(&self) -> ServerHandle {
+        ServerHandle { shared: self.shared.clone() }
+    }
+
+    /// Serves requests with `handler` on the server's loops (this thread is the first), until it
+    /// is shut down (by a [`ServerHandle`], or a signal with
+    /// [`shutdown_on_signals`](ServerBuilder::shutdown_on_signals)) and its connections have ended.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Server`] if the signals cannot be registered, a listener fails for good, or a
+    /// loop cannot start.
+    ///
+    /// # Panics
+    ///
+    /// If called inside a neverblock runtime (the server runs its own).
+    pub fn run(self, handler: impl Handler) -> Result<(), Error> {
+        let Server { listeners, settings, shared, .. } = self;
+        let config = Arc::new(settings.config(Arc::new(handler)));
+        let signals = if settings.signals() { Some(Signals::install()?) } else { None };
+        let handle = ServerHandle { shared: shared.clone() };
+        let ended = Builder::new().threads(listeners.len()).run(move || {
+            let (guard, reader) = signals.map_or((None, None), |(guard, reader)| (Some(guard), Some(reader)));
+            let watcher = reader.map(|reader| neverblock::spawn(move || Signals::watch(reader, handle)));
+            let mut listeners = listeners.into_iter().enumerate();
+            let first = listeners.next();
+            let others: Vec<_> = listeners
+                .map(|(index, listener)| {
+                    let (config, shared) = (config.clone(), shared.clone());
+                    spawn_on(index, move || serve_loop(index, listener, config, shared))
+                })
+                .collect();
+            if let Some((index, listener)) = first {
+                serve_loop(index, listener, config, shared.clone());
+            }
+            for loop_ in others {
+                if let Err(e) = loop_.join() {
+                    shared.fail(format!("a loop ended abnormally: {e}"));
+                }
+            }
+            if let Some(watcher) = watcher {
+                watcher.cancel();
+            }
+            drop(guard);
+            shared.failure.lock().unwrap_or_else(|p| p.into_inner()).take()
+        });
+        match ended {
+            Some(why) => Err(Error::new(ErrorKind::Server, why)),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Runs one loop: its accept loop in a fiber, and its controller here until the loop's part of the
+/// shutdown is done.
+fn serve_loop(index: usize, listener: std::net::TcpListener, config: Arc<Config>, shared: Arc<Shared>) {
+    let grace = config.timeouts.shutdown;
+    let registry = Rc::new(Registry::new(shared.controls[index].clone(), shared.counters[index].clone()));
+    listen::set_current(&registry);
+    let lp = Rc::new(Loop { config, registry: registry.clone() });
+    let accept = match TcpListener::from_std(listener) {
+        Ok(listener) => {
+            let failed = shared.clone();
+            neverblock::spawn(move || {
+                let error = listen::accept_loop(listener, lp);
+                failed.fail(format!("accepting on loop {index} failed: {error}"));
+            })
+        }
+        Err(e) => {
+            shared.fail(format!("loop {index} cannot use its listener: {e}"));
+            neverblock::spawn(|| ())
+        }
+    };
+    shutdown::control(&shared, index, &registry, accept, grace);
+}

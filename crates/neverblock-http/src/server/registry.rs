@@ -1,0 +1,176 @@
+//! The connections of one loop and which of them are idle, so that a graceful shutdown can close
+//! the idle ones at once and running out of file descriptors can shed the oldest idle ones.
+//!
+//! A connection is idle while it waits for a request head (its first, or the next on a kept-alive
+//! connection; before its first byte or partway through, as a slow client's): no handler works for
+//! it, so closing it loses no work, and RFC 9112 §9.5 lets a server close an idle connection at any
+//! time. Those idle longest, the slowest heads among them, go first. Closing is `shutdown(2)`: the fiber parked on the socket wakes up
+//! to an end of stream and ends, which closes the descriptor.
+
+use std::cell::{Cell, RefCell};
+use std::net::Shutdown;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use neverblock::net::TcpStream;
+use neverblock::sync::Notify;
+use slab::Slab;
+
+/// Counters of one loop, read from any thread (one cache line each, so loops never share one).
+#[derive(Debug, Default)]
+#[repr(align(64))]
+pub(super) struct Counters {
+    pub(super) accepted: AtomicU64,
+    pub(super) open: AtomicU64,
+    pub(super) requests: AtomicU64,
+    pub(super) shed: AtomicU64,
+}
+
+/// One loop's connections.
+#[derive(Debug)]
+pub(super) struct Registry {
+    entries: RefCell<Slab<Entry>>,
+    /// Set once the server shuts down: connections finish their response and close.
+    stopping: Cell<bool>,
+    /// How many connections have ended, ever.
+    ended: Cell<u64>,
+    /// Wakes every fiber waiting for connections to end.
+    ended_notify: Notify,
+    /// Poked when a connection ends during shutdown (the loop's controller waits on it).
+    control: Arc<Notify>,
+    counters: Arc<Counters>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    stream: Rc<TcpStream>,
+    /// Since when the connection has waited for a request head; `None` while it works on one.
+    idle_since: Option<Instant>,
+}
+
+/// A connection's place in the registry; leaving it (on drop) ends the connection's entry.
+#[derive(Debug)]
+pub(super) struct Member {
+    registry: Rc<Registry>,
+    key: usize,
+}
+
+impl Registry {
+    pub(super) fn new(control: Arc<Notify>, counters: Arc<Counters>) -> Registry {
+        Registry {
+            entries: RefCell::new(Slab::new()),
+            stopping: Cell::new(false),
+            ended: Cell::new(0),
+            ended_notify: Notify::new(),
+            control,
+            counters,
+        }
+    }
+
+    pub(super) fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Registers a new connection, busy.
+    pub(super) fn enter(self: &Rc<Self>, stream: Rc<TcpStream>) -> Member {
+        let key = self.entries.borrow_mut().insert(Entry { stream, idle_since: None });
+        self.counters.open.fetch_add(1, Relaxed);
+        Member { registry: self.clone(), key }
+    }
+
+    /// How many connections there are.
+    pub(super) fn len(&self) -> usize {
+        self.entries.borrow().len()
+    }
+
+    pub(super) fn is_stopping(&self) -> bool {
+        self.stopping.get()
+    }
+
+    /// Starts the shutdown: busy connections close after their response, idle ones now; returns
+    /// how many were idle.
+    pub(super) fn stop(&self) -> usize {
+        self.stopping.set(true);
+        let mut closed = 0;
+        for (_, entry) in self.entries.borrow_mut().iter_mut() {
+            if entry.idle_since.take().is_some() {
+                let _ = entry.stream.shutdown(Shutdown::Both);
+                closed += 1;
+            }
+        }
+        closed
+    }
+
+    /// Closes every connection, busy or not: their reads and writes fail from now on.
+    pub(super) fn close_all(&self) {
+        for (_, entry) in self.entries.borrow_mut().iter_mut() {
+            entry.idle_since = None;
+            let _ = entry.stream.shutdown(Shutdown::Both);
+        }
+    }
+
+    /// Closes the connections idle longest: an eighth of the idle ones, at least one, at most 32
+    /// (nginx's batch when it drains reusable connections); returns how many and how long the
+    /// longest had been idle.
+    pub(super) fn shed_oldest_idle(&self) -> (usize, Duration) {
+        let mut entries = self.entries.borrow_mut();
+        let mut idle: Vec<(Instant, usize)> =
+            entries.iter().filter_map(|(key, e)| e.idle_since.map(|since| (since, key))).collect();
+        let n = (idle.len() / 8).clamp(1, 32).min(idle.len());
+        if n == 0 {
+            return (0, Duration::ZERO);
+        }
+        if n < idle.len() {
+            idle.select_nth_unstable(n - 1);
+        }
+        let oldest = idle[..n].iter().map(|&(since, _)| since).min().map_or(Duration::ZERO, |s| s.elapsed());
+        for &(_, key) in &idle[..n] {
+            let entry = &mut entries[key];
+            entry.idle_since = None;
+            let _ = entry.stream.shutdown(Shutdown::Both);
+        }
+        self.counters.shed.fetch_add(n as u64, Relaxed);
+        (n, oldest)
+    }
+
+    /// Parks until `n` more connections have ended than had when [`ended`](Registry::ended)
+    /// returned `since`, or until `limit` passes.
+    pub(super) fn wait_ended(&self, since: u64, n: usize, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        while self.ended.get() < since + n as u64 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || neverblock::timeout(left, || self.ended_notify.notified()).is_err() {
+                return;
+            }
+        }
+    }
+
+    /// How many connections have ended so far.
+    pub(super) fn ended(&self) -> u64 {
+        self.ended.get()
+    }
+}
+
+impl Member {
+    /// Marks the connection idle (waiting for a request) or busy.
+    pub(super) fn set_idle(&self, idle: bool) {
+        if let Some(entry) = self.registry.entries.borrow_mut().get_mut(self.key) {
+            entry.idle_since = idle.then(Instant::now);
+        }
+    }
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        let registry = &self.registry;
+        registry.entries.borrow_mut().remove(self.key);
+        registry.counters.open.fetch_sub(1, Relaxed);
+        registry.ended.set(registry.ended.get() + 1);
+        registry.ended_notify.notify_all();
+        if registry.stopping.get() {
+            registry.control.notify_one();
+        }
+    }
+}

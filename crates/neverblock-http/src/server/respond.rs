@@ -1,0 +1,266 @@
+//! Writing a response: a head framed for its body, then the body as bytes, a stream (sized,
+//! chunked, or up to the end of the connection for HTTP/1.0) or a file range through `sendfile(2)`.
+
+use std::io::{self, Read, Write};
+use std::net::Shutdown;
+use std::time::{Duration, Instant};
+
+use super::date;
+use super::response::{Body, Response};
+use super::socket::{Budget, Socket};
+use crate::wire::chunked::{size_line, LAST_CHUNK};
+use crate::wire::server::{is_valid_field, reason_phrase, write_content_length, write_field, write_status_line};
+use crate::wire::{elements, is_named};
+
+/// A body this short goes out in one write with its head.
+const COALESCE: usize = 64 * 1024;
+/// A file range this short, when in the page cache, is copied into the response's one write: a
+/// copy of a few pages costs less than the extra calls `sendfile` takes (a write for the head, the
+/// page-cache probes, the `sendfile`).
+const SMALL_FILE: usize = 16 * 1024;
+/// The most response bytes left queued for pipelined requests: past it they are written at once,
+/// so a client that pipelines many requests cannot make the server hold many answers.
+const HOLD_LIMIT: usize = 64 * 1024;
+/// The most read from a streamed body at a time.
+const STREAM_CHUNK: usize = 32 * 1024;
+/// Room before a chunk's data for its size line.
+const SIZE_ROOM: usize = 18;
+/// How long a closing connection keeps reading what the client still sends, so the response is
+/// not lost to a reset (nginx's `lingering_close`), and how much it reads at most.
+const LINGER: Duration = Duration::from_secs(2);
+const LINGER_BYTES: usize = 1 << 20;
+
+/// How a response is to be framed, from its request.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Context {
+    /// The request was HEAD: no body follows the head.
+    pub(super) head_request: bool,
+    /// The request's minor version.
+    pub(super) version: u8,
+    /// The connection closes after this response.
+    pub(super) close: bool,
+    /// Another request is already buffered: leave the response queued, to go out with the next
+    /// (unless [`HOLD_LIMIT`] bytes are queued already).
+    pub(super) hold: bool,
+}
+
+/// What sending did.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Sent {
+    /// Body bytes written.
+    pub(super) body_bytes: u64,
+    /// Whether the whole response went out.
+    pub(super) complete: bool,
+    /// Whether the connection must close now (asked for, framed by its end, or broken).
+    pub(super) close: bool,
+}
+
+/// Writes `response` (a 500 instead if it cannot be written as it is) and its body, which is taken.
+pub(super) fn send(socket: &Socket, response: &mut Response, cx: Context) -> Sent {
+    if let Err(why) = check(response) {
+        log::error!("a handler's response cannot be sent ({why}); answering 500 instead");
+        *response = error_response(500, "the handler's response was invalid");
+    }
+    let mut close = cx.close || asks_to_close(response);
+    let status = response.status();
+    let no_body = matches!(status, 204 | 304);
+    let length = response.body_ref().len();
+    let keep_length =
+        cx.head_request && response.body_ref().is_empty() && response.header_value("content-length").is_some();
+    let chunked = !no_body && length.is_none() && cx.version == 1 && !cx.head_request;
+    close |= !no_body && length.is_none() && cx.version == 0;
+    {
+        let mut out = socket.pending();
+        write_status_line(&mut out, status, reason_phrase(status));
+        if response.header_value("date").is_none() {
+            write_field(&mut out, "Date", &date::now());
+        }
+        for (name, value) in response.headers() {
+            let framing = is_named(name.as_bytes(), b"transfer-encoding") || is_named(name.as_bytes(), b"connection");
+            if !framing && (keep_length || !is_named(name.as_bytes(), b"content-length")) {
+                write_field(&mut out, name, value.as_bytes());
+            }
+        }
+        match length {
+            Some(n) if !no_body && !keep_length => write_content_length(&mut out, n),
+            _ if chunked => write_field(&mut out, "Transfer-Encoding", b"chunked"),
+            _ => {}
+        }
+        if close {
+            write_field(&mut out, "Connection", b"close");
+        } else if cx.version == 0 {
+            write_field(&mut out, "Connection", b"keep-alive");
+        }
+        out.extend_from_slice(b"\r\n");
+    }
+    let body = response.take_body();
+    let written = if no_body || cx.head_request { Ok(0) } else { send_body(socket, body, chunked) };
+    let hold = cx.hold && !close && socket.pending().len() <= HOLD_LIMIT;
+    let result = written.and_then(|n| match hold {
+        true => Ok(n),
+        false => socket.flush().map(|()| n).map_err(|error| Failure { sent: n, error }),
+    });
+    match result {
+        Ok(body_bytes) => Sent { body_bytes, complete: true, close },
+        Err(Failure { sent, error }) => {
+            log::debug!("response {status} cut short after {sent} body bytes: {error}");
+            Sent { body_bytes: sent, complete: false, close: true }
+        }
+    }
+}
+
+/// Why a body could not be sent whole, and how much of it was.
+struct Failure {
+    sent: u64,
+    error: io::Error,
+}
+
+impl From<io::Error> for Failure {
+    fn from(error: io::Error) -> Failure {
+        Failure { sent: 0, error }
+    }
+}
+
+/// Writes `body` after the queued head; returns how many body bytes went out.
+fn send_body(socket: &Socket, body: Body, chunked: bool) -> Result<u64, Failure> {
+    match body {
+        Body::Empty => Ok(0),
+        Body::Bytes(bytes) if bytes.len() <= COALESCE => {
+            socket.queue(&bytes);
+            Ok(bytes.len() as u64)
+        }
+        Body::Bytes(bytes) => {
+            socket.clone().write_all(&bytes)?;
+            Ok(bytes.len() as u64)
+        }
+        Body::Reader { reader, len: Some(len) } => send_sized(socket, reader, len),
+        Body::Reader { reader, len: None } if chunked => send_chunked(socket, reader),
+        Body::Reader { mut reader, len: None } => {
+            let mut out = socket.clone();
+            io::copy(&mut reader, &mut out).map_err(|error| Failure { sent: 0, error })
+        }
+        Body::File { file, offset, len } if len <= SMALL_FILE as u64 && queue_cached(socket, &file, offset, len) => {
+            Ok(len)
+        }
+        Body::File { file, offset, len } => {
+            let mut sent = 0;
+            while sent < len {
+                let n = socket.send_file(&file, offset + sent, usize::try_from(len - sent).unwrap_or(usize::MAX));
+                match n {
+                    Ok(0) => return Err(Failure { sent, error: short("the file", len) }),
+                    Ok(n) => sent += n as u64,
+                    Err(error) => return Err(Failure { sent, error }),
+                }
+                if sent < len {
+                    // One piece at a time: the loop's other fibers run between pieces.
+                    neverblock::yield_now();
+                }
+            }
+            Ok(sent)
+        }
+    }
+}
+
+/// Appends `len` bytes of `file` from `offset` to the queued response if they are all in the page
+/// cache (`preadv2` with `RWF_NOWAIT` never waits for a disk); returns whether it did.
+fn queue_cached(socket: &Socket, file: &std::fs::File, offset: u64, len: u64) -> bool {
+    let mut out = socket.pending();
+    let start = out.len();
+    // `len` is at most `SMALL_FILE`.
+    out.resize(start + len as usize, 0);
+    let mut slice = [io::IoSliceMut::new(&mut out[start..])];
+    let read = rustix::io::preadv2(file, &mut slice, offset, rustix::io::ReadWriteFlags::NOWAIT);
+    if read.is_ok_and(|n| n as u64 == len) {
+        return true;
+    }
+    out.truncate(start);
+    false
+}
+
+/// Copies exactly `len` bytes of `reader`.
+fn send_sized(socket: &Socket, mut reader: Box<dyn Read>, len: u64) -> Result<u64, Failure> {
+    let mut buf = vec![0u8; STREAM_CHUNK.min(usize::try_from(len).unwrap_or(usize::MAX))];
+    let mut out = socket.clone();
+    let mut sent = 0u64;
+    while sent < len {
+        let want = buf.len().min(usize::try_from(len - sent).unwrap_or(usize::MAX));
+        let n = match reader.read(&mut buf[..want]) {
+            Ok(0) => return Err(Failure { sent, error: short("the body's reader", len) }),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(error) => return Err(Failure { sent, error }),
+        };
+        out.write_all(&buf[..n]).map_err(|error| Failure { sent, error })?;
+        sent += n as u64;
+    }
+    Ok(sent)
+}
+
+/// Sends what `reader` yields as chunks, one write each, then the last chunk.
+fn send_chunked(socket: &Socket, mut reader: Box<dyn Read>) -> Result<u64, Failure> {
+    let mut buf = vec![0u8; SIZE_ROOM + STREAM_CHUNK + 2];
+    let mut out = socket.clone();
+    let mut sent = 0u64;
+    loop {
+        let n = match reader.read(&mut buf[SIZE_ROOM..SIZE_ROOM + STREAM_CHUNK]) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(error) => return Err(Failure { sent, error }),
+        };
+        let start = size_line(n, &mut buf[..SIZE_ROOM]);
+        buf[SIZE_ROOM + n..SIZE_ROOM + n + 2].copy_from_slice(b"\r\n");
+        out.write_all(&buf[start..SIZE_ROOM + n + 2]).map_err(|error| Failure { sent, error })?;
+        sent += n as u64;
+    }
+    socket.queue(LAST_CHUNK);
+    Ok(sent)
+}
+
+fn short(what: &str, len: u64) -> io::Error {
+    io::Error::new(io::ErrorKind::UnexpectedEof, format!("{what} ended before its {len} bytes"))
+}
+
+/// Why `response` cannot be sent as it is.
+fn check(response: &Response) -> Result<(), String> {
+    if !(200..=999).contains(&response.status()) {
+        return Err(format!("status {} is not a final status", response.status()));
+    }
+    match response.headers().find(|(name, value)| !is_valid_field(name, value)) {
+        Some((name, value)) => Err(format!("invalid header field {name:?}: {value:?}")),
+        None => Ok(()),
+    }
+}
+
+/// Whether the handler set `Connection: close`.
+fn asks_to_close(response: &Response) -> bool {
+    response
+        .headers()
+        .filter(|(name, _)| is_named(name.as_bytes(), b"connection"))
+        .any(|(_, value)| elements(value.as_bytes()).any(|e| e.eq_ignore_ascii_case(b"close")))
+}
+
+/// The server's own answer: `status`, and a line of text saying why.
+pub(super) fn error_response(status: u16, why: &str) -> Response {
+    Response::new(status)
+        .header("Content-Type", "text/plain; charset=utf-8")
+        .body(format!("{status} {}: {why}\n", reason_phrase(status)))
+}
+
+/// Closes the connection gently: sends what is queued, ends the sending side, and reads (and drops)
+/// what the client still sends for a short while, so the response reaches it before the close.
+pub(super) fn linger(socket: &Socket) {
+    if socket.flush().is_err() || socket.stream().shutdown(Shutdown::Write).is_err() {
+        return;
+    }
+    socket.set_read_budget(Budget::Until(Instant::now() + LINGER));
+    let mut sink = [0u8; 8 * 1024];
+    let mut reader = socket.clone();
+    let mut drained = 0;
+    while drained < LINGER_BYTES {
+        match reader.read(&mut sink) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => drained += n,
+        }
+    }
+}

@@ -1,0 +1,220 @@
+//! What a handler returns: a status, header fields, and a body that is bytes, a stream, or a
+//! range of a file the server sends with `sendfile(2)`.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::fs::File;
+use std::io::Read;
+use std::rc::Rc;
+
+/// A response: status, header fields, body.
+///
+/// The server writes `Date` (unless set here), and frames the body itself: `Content-Length` when
+/// the body's length is known, else `Transfer-Encoding: chunked` (HTTP/1.1) or the end of the
+/// connection (HTTP/1.0); `Content-Length` and `Transfer-Encoding` set here are dropped (but for
+/// `Content-Length` with an empty body answering HEAD, which describes the GET response).
+/// `Connection: close` set here closes the connection after the response.
+///
+/// # Examples
+///
+/// ```
+/// use neverblock_http::server::{Body, Response};
+///
+/// let hello = Response::new(200).header("Content-Type", "text/plain").body("hello\n");
+/// assert_eq!(hello.status(), 200);
+/// assert_eq!(hello.header_value("content-type"), Some("text/plain"));
+/// assert_eq!(hello.body_ref().len(), Some(6));
+///
+/// let streamed = Response::new(200).body(Body::reader(std::io::repeat(b'x').take(1000)));
+/// assert_eq!(streamed.body_ref().len(), None, "sent chunked");
+/// # use std::io::Read;
+/// ```
+pub struct Response {
+    status: u16,
+    headers: Vec<(Cow<'static, str>, Cow<'static, str>)>,
+    body: Body,
+}
+
+impl Response {
+    /// A response with `status` (200..=999), no fields and an empty body.
+    pub fn new(status: u16) -> Response {
+        Response { status, headers: Vec::new(), body: Body::Empty }
+    }
+
+    /// Adds a header field. Names and values with control bytes (CR, LF, NUL …) are refused when
+    /// the response is sent: the server answers 500 instead, and logs why.
+    pub fn header(mut self, name: impl Into<Cow<'static, str>>, value: impl Into<Cow<'static, str>>) -> Response {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// Sets the body.
+    pub fn body(mut self, body: impl Into<Body>) -> Response {
+        self.body = body.into();
+        self
+    }
+
+    /// The status code.
+    pub fn status(&self) -> u16 {
+        self.status
+    }
+
+    /// Changes the status code.
+    pub fn set_status(&mut self, status: u16) {
+        self.status = status;
+    }
+
+    /// The value of the first field called `name` (any case).
+    pub fn header_value(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| &**v)
+    }
+
+    /// Every field, in order.
+    pub fn headers(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.headers.iter().map(|(n, v)| (&**n, &**v))
+    }
+
+    /// Adds a field to a response already built.
+    pub fn append_header(&mut self, name: impl Into<Cow<'static, str>>, value: impl Into<Cow<'static, str>>) {
+        self.headers.push((name.into(), value.into()));
+    }
+
+    /// Removes every field called `name` (any case); returns the first one's value.
+    pub fn remove_header(&mut self, name: &str) -> Option<Cow<'static, str>> {
+        let mut first = None;
+        self.headers.retain_mut(|(n, v)| {
+            let matched = n.eq_ignore_ascii_case(name);
+            if matched && first.is_none() {
+                first = Some(std::mem::take(v));
+            }
+            !matched
+        });
+        first
+    }
+
+    /// The body.
+    pub fn body_ref(&self) -> &Body {
+        &self.body
+    }
+
+    /// Takes the body out, leaving it empty.
+    pub fn take_body(&mut self) -> Body {
+        std::mem::replace(&mut self.body, Body::Empty)
+    }
+}
+
+impl fmt::Debug for Response {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Response")
+            .field("status", &self.status)
+            .field("headers", &self.headers)
+            .field("body", &self.body)
+            .finish()
+    }
+}
+
+/// A response body.
+///
+/// # Examples
+///
+/// ```
+/// use neverblock_http::server::Body;
+///
+/// let path = std::env::temp_dir().join(format!("body-doc-{}", std::process::id()));
+/// std::fs::write(&path, b"0123456789").unwrap();
+/// let tail = Body::file(std::fs::File::open(&path).unwrap(), 4, 6);
+/// assert_eq!(tail.len(), Some(6));
+/// assert_eq!(Body::from("text").len(), Some(4));
+/// # std::fs::remove_file(path).unwrap();
+/// ```
+#[non_exhaustive]
+pub enum Body {
+    /// No body.
+    Empty,
+    /// These bytes.
+    Bytes(Cow<'static, [u8]>),
+    /// What `reader` yields: `len` bytes, or (`None`) until it ends, sent chunked.
+    Reader {
+        /// Read on the connection's fiber, in pieces of up to 32 KiB.
+        reader: Box<dyn Read>,
+        /// How many bytes it yields, when known.
+        len: Option<u64>,
+    },
+    /// `len` bytes of `file` from `offset`, sent by the kernel (`sendfile(2)`) in bounded pieces;
+    /// a piece not in the page cache is read into it on the blocking pool first.
+    File {
+        /// The open file.
+        file: Rc<File>,
+        /// Where the range starts.
+        offset: u64,
+        /// How long it is.
+        len: u64,
+    },
+}
+
+impl Body {
+    /// A stream of unknown length, sent chunked.
+    pub fn reader(reader: impl Read + 'static) -> Body {
+        Body::Reader { reader: Box::new(reader), len: None }
+    }
+
+    /// A stream of exactly `len` bytes.
+    pub fn sized_reader(reader: impl Read + 'static, len: u64) -> Body {
+        Body::Reader { reader: Box::new(reader), len: Some(len) }
+    }
+
+    /// `len` bytes of `file` from `offset`.
+    pub fn file(file: File, offset: u64, len: u64) -> Body {
+        Body::File { file: Rc::new(file), offset, len }
+    }
+
+    /// The body's length, when known.
+    pub fn len(&self) -> Option<u64> {
+        match self {
+            Body::Empty => Some(0),
+            Body::Bytes(bytes) => Some(bytes.len() as u64),
+            Body::Reader { len, .. } => *len,
+            Body::File { len, .. } => Some(*len),
+        }
+    }
+
+    /// Whether the body is known to be empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == Some(0)
+    }
+}
+
+impl fmt::Debug for Body {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Body::Empty => f.write_str("Empty"),
+            Body::Bytes(bytes) => write!(f, "Bytes({} bytes)", bytes.len()),
+            Body::Reader { len, .. } => f.debug_struct("Reader").field("len", len).finish_non_exhaustive(),
+            Body::File { offset, len, .. } => f.debug_struct("File").field("offset", offset).field("len", len).finish(),
+        }
+    }
+}
+
+impl From<Vec<u8>> for Body {
+    fn from(bytes: Vec<u8>) -> Body {
+        Body::Bytes(Cow::Owned(bytes))
+    }
+}
+
+impl From<&'static [u8]> for Body {
+    fn from(bytes: &'static [u8]) -> Body {
+        Body::Bytes(Cow::Borrowed(bytes))
+    }
+}
+
+impl From<String> for Body {
+    fn from(text: String) -> Body {
+        Body::Bytes(Cow::Owned(text.into_bytes()))
+    }
+}
+
+impl From<&'static str> for Body {
+    fn from(text: &'static str) -> Body {
+        Body::Bytes(Cow::Borrowed(text.as_bytes()))
+    }
+}

@@ -1,0 +1,238 @@
+//! Graceful shutdown: a handle any thread may hold, a controller fiber per loop, and SIGTERM/SIGINT.
+//!
+//! [`ServerHandle::shutdown`] wakes every loop's controller (a `Notify` each, so a request made
+//! before a loop started is kept as a permit). Each controller then stops its accept loop, closes
+//! its idle connections, lets busy ones finish their response (which goes out with
+//! `Connection: close`), and waits for them up to the shutdown timeout; past it, or on
+//! [`ServerHandle::shutdown_now`] (a second signal), it closes them too. The server's `run`
+//! returns once every loop's connections have ended.
+
+use std::io::Read;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use neverblock::sync::Notify;
+use neverblock::JoinHandle;
+
+use super::registry::{Counters, Registry};
+use crate::error::{Error, ErrorKind};
+
+/// How long the connections closed at the deadline get to end.
+const AFTER_DEADLINE: Duration = Duration::from_secs(1);
+
+/// What the handle shares with the running server's loops.
+#[derive(Debug)]
+pub(super) struct Shared {
+    stopping: AtomicBool,
+    forced: AtomicBool,
+    /// One per loop: wakes its controller.
+    pub(super) controls: Vec<Arc<Notify>>,
+    /// One per loop.
+    pub(super) counters: Vec<Arc<Counters>>,
+    /// Why the server stopped on its own, if it did.
+    pub(super) failure: Mutex<Option<String>>,
+}
+
+impl Shared {
+    pub(super) fn new(loops: usize) -> Shared {
+        Shared {
+            stopping: AtomicBool::new(false),
+            forced: AtomicBool::new(false),
+            controls: (0..loops).map(|_| Arc::new(Notify::new())).collect(),
+            counters: (0..loops).map(|_| Arc::default()).collect(),
+            failure: Mutex::new(None),
+        }
+    }
+
+    fn wake_all(&self) {
+        self.controls.iter().for_each(|c| c.notify_one());
+    }
+
+    /// Stops the server because `why` (a loop cannot go on).
+    pub(super) fn fail(&self, why: String) {
+        log::error!("{why}; shutting the server down");
+        self.failure.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(why);
+        self.stopping.store(true, SeqCst);
+        self.wake_all();
+    }
+}
+
+/// Stops a running [`Server`](super::Server) from any thread; cheap to clone.
+///
+/// # Examples
+///
+/// ```
+/// use neverblock_http::server::{Response, Server};
+///
+/// let server = Server::bind("127.0.0.1:0").unwrap();
+/// let handle = server.handle();
+/// let running = std::thread::spawn(move || server.run(|_: &mut neverblock_http::server::Request<'_>| Response::new(204)));
+/// handle.shutdown();
+/// running.join().unwrap().unwrap();
+/// ```
+#[derive(Clone, Debug)]
+pub struct ServerHandle {
+    pub(super) shared: Arc<Shared>,
+}
+
+/// A server's counters, summed over its loops.
+///
+/// # Examples
+///
+/// ```
+/// let server = neverblock_http::server::Server::bind("127.0.0.1:0").unwrap();
+/// let stats = server.handle().stats();
+/// assert_eq!((stats.accepted, stats.open, stats.requests, stats.shed), (0, 0, 0, 0));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ServerStats {
+    /// Connections accepted.
+    pub accepted: u64,
+    /// Connections open now.
+    pub open: u64,
+    /// Requests answered, by a handler or by the server's refusal (400, 408, 414, 431, …).
+    pub requests: u64,
+    /// Idle connections closed to free file descriptors.
+    pub shed: u64,
+}
+
+impl ServerHandle {
+    /// Starts a graceful shutdown: stop accepting, close idle connections, let requests in flight
+    /// finish (up to the shutdown timeout), then make the server's `run` return. Returns at once.
+    pub fn shutdown(&self) {
+        self.shared.stopping.store(true, SeqCst);
+        self.shared.wake_all();
+    }
+
+    /// Shuts down without waiting for requests in flight: every connection is closed now.
+    pub fn shutdown_now(&self) {
+        self.shared.forced.store(true, SeqCst);
+        self.shutdown();
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> ServerStats {
+        let mut stats = ServerStats::default();
+        for c in &self.shared.counters {
+            use std::sync::atomic::Ordering::Relaxed;
+            stats.accepted += c.accepted.load(Relaxed);
+            stats.open += c.open.load(Relaxed);
+            stats.requests += c.requests.load(Relaxed);
+            stats.shed += c.shed.load(Relaxed);
+        }
+        stats
+    }
+}
+
+/// A loop's controller: waits for the shutdown, then carries it out on this loop (see the module's
+/// doc); returns once the loop's connections have ended.
+pub(super) fn control(shared: &Shared, index: usize, registry: &Registry, accept: JoinHandle<()>, grace: Duration) {
+    let control = &shared.controls[index];
+    while !shared.stopping.load(SeqCst) {
+        let _ = control.notified();
+    }
+    accept.cancel();
+    let idle = registry.stop();
+    log::info!("loop {index}: shutting down: {idle} idle connections closed, {} busy", registry.len());
+    let mut deadline = Instant::now() + grace;
+    let mut forced = false;
+    while registry.len() > 0 {
+        let now = Instant::now();
+        if !forced && (now >= deadline || shared.forced.load(SeqCst)) {
+            log::warn!("loop {index}: closing {} connections still busy", registry.len());
+            registry.close_all();
+            forced = true;
+            deadline = now + AFTER_DEADLINE;
+        } else if forced && now >= deadline {
+            log::warn!("loop {index}: {} connections did not end; leaving them to the runtime", registry.len());
+            return;
+        }
+        let _ = neverblock::timeout(deadline.saturating_duration_since(now), || control.notified());
+    }
+}
+
+/// SIGTERM and SIGINT, delivered as bytes on a socket a fiber waits on (signal-hook's self-pipe),
+/// for as long as this lives; once no server watches them, they take their default action again.
+#[derive(Debug)]
+pub(super) struct Signals {
+    ids: Vec<signal_hook::SigId>,
+}
+
+/// The process's servers that watch signals, and the flag that, once none does, has signal-hook
+/// run the signals' default action (signal-hook keeps its handler installed for good: without an
+/// action of ours it would ignore them).
+struct Watchers {
+    count: usize,
+    default: Option<Arc<AtomicBool>>,
+}
+
+static WATCHERS: Mutex<Watchers> = Mutex::new(Watchers { count: 0, default: None });
+
+impl Signals {
+    /// Registers the signals; returns the guard and the socket their bytes arrive on.
+    pub(super) fn install() -> Result<(Signals, UnixStream), Error> {
+        let fail = |e| Error::with_source(ErrorKind::Server, "register SIGTERM and SIGINT".to_owned(), e);
+        let (reader, writer) = UnixStream::pair().map_err(fail)?;
+        reader.set_nonblocking(true).map_err(fail)?;
+        let mut watchers = WATCHERS.lock().unwrap_or_else(|p| p.into_inner());
+        if watchers.default.is_none() {
+            let default = Arc::new(AtomicBool::new(false));
+            for signal in SIGNALS {
+                signal_hook::flag::register_conditional_default(signal, default.clone()).map_err(fail)?;
+            }
+            watchers.default = Some(default);
+        }
+        watchers.count += 1;
+        if let Some(default) = &watchers.default {
+            default.store(false, SeqCst);
+        }
+        drop(watchers);
+        // From here on, dropping the guard (on an error too) undoes the count.
+        let mut signals = Signals { ids: Vec::new() };
+        for signal in SIGNALS {
+            let writer = writer.try_clone().map_err(fail)?;
+            signals.ids.push(signal_hook::low_level::pipe::register(signal, writer).map_err(fail)?);
+        }
+        Ok((signals, reader))
+    }
+
+    /// Waits for signals on `reader`: the first starts a graceful shutdown, the next closes every
+    /// connection. Runs until cancelled.
+    pub(super) fn watch(reader: UnixStream, handle: super::ServerHandle) {
+        let mut reader = match neverblock::net::UnixStream::from_std(reader) {
+            Ok(reader) => reader,
+            Err(e) => return log::error!("cannot wait for signals: {e}"),
+        };
+        let mut signals = 0;
+        let mut bytes = [0u8; 16];
+        while let Ok(n @ 1..) = reader.read(&mut bytes) {
+            signals += n;
+            if signals == n {
+                log::warn!("signal received: shutting down gracefully (another closes every connection now)");
+                handle.shutdown();
+            } else {
+                log::warn!("signal received again: closing every connection now");
+                handle.shutdown_now();
+            }
+        }
+    }
+}
+
+impl Drop for Signals {
+    fn drop(&mut self) {
+        for id in self.ids.drain(..) {
+            signal_hook::low_level::unregister(id);
+        }
+        let mut watchers = WATCHERS.lock().unwrap_or_else(|p| p.into_inner());
+        watchers.count = watchers.count.saturating_sub(1);
+        if let (0, Some(default)) = (watchers.count, &watchers.default) {
+            default.store(true, SeqCst);
+        }
+    }
+}
+
+/// The signals a server shuts down on.
+const SIGNALS: [i32; 2] = [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT];

@@ -1,0 +1,343 @@
+//! Static files: a directory served as nginx's static module serves it, sent by the kernel.
+//!
+//! A request's path is mapped under the root (`path.rs`, which refuses `..`, encoded slashes and
+//! NUL bytes), opened so that no symbolic link leads out of the root and no disk read stalls the
+//! loop (`open.rs`), and answered with `Content-Type` by extension, `ETag` and `Last-Modified`,
+//! conditional requests in RFC 9110's order (`conditional.rs`) and a single byte range
+//! (`range.rs`); the body is a file range the server sends with `sendfile(2)`.
+
+mod conditional;
+mod open;
+mod path;
+mod range;
+
+use std::fs::{File, Metadata};
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::UNIX_EPOCH;
+
+use super::listen;
+use super::request::Request;
+use super::respond::error_response;
+use super::response::{Body, Response};
+use super::Handler;
+use crate::error::{Error, ErrorKind};
+use conditional::{Conditions, Outcome, Validators};
+use open::Root;
+use range::Selection;
+
+/// A [`Handler`] that serves the files under a directory.
+///
+/// GET and HEAD only (others get 405). A directory's URL without its trailing slash is redirected
+/// (301) to it; with it, its `index.html` is served, and without one the answer is 403: no
+/// listings. Paths with `..` (plain or percent-encoded), an encoded slash or a NUL byte get 400;
+/// paths that lead out of the root through a symbolic link get 404 (and a log line). When the
+/// client accepts gzip and `name.gz` exists beside `name`, that is sent with
+/// `Content-Encoding: gzip` (every response carries `Vary: Accept-Encoding`, unless
+/// [`precompressed`](StaticFiles::precompressed) is turned off). `Range` gets a 206 for one range,
+/// or for several that merge into one; other sets of ranges get the whole file; an unsatisfiable
+/// one gets 416 with `Content-Range: bytes */<size>`.
+///
+/// # Examples
+///
+/// ```
+/// use std::io::{Read, Write};
+/// use neverblock_http::server::{Server, StaticFiles};
+///
+/// let dir = std::env::temp_dir().join(format!("static-doc-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir).unwrap();
+/// std::fs::write(dir.join("hello.txt"), "hello, file\n").unwrap();
+///
+/// let server = Server::builder().workers(1).bind("127.0.0.1:0").unwrap();
+/// let (addr, handle) = (server.local_addr(), server.handle());
+/// let files = StaticFiles::new(&dir).unwrap();
+/// let running = std::thread::spawn(move || server.run(files));
+///
+/// let mut client = std::net::TcpStream::connect(addr).unwrap();
+/// client.write_all(b"GET /hello.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+/// let mut answer = String::new();
+/// client.read_to_string(&mut answer).unwrap();
+/// assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"));
+/// assert!(answer.contains("\r\nContent-Type: text/plain; charset=utf-8\r\n"));
+/// assert!(answer.ends_with("\r\n\r\nhello, file\n"));
+///
+/// handle.shutdown();
+/// running.join().unwrap().unwrap();
+/// # std::fs::remove_dir_all(dir).unwrap();
+/// ```
+#[derive(Clone, Debug)]
+pub struct StaticFiles {
+    root: Arc<Root>,
+    precompressed: bool,
+}
+
+impl StaticFiles {
+    /// Serves the files under `root`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Io`] if `root` is not a directory that can be opened.
+    pub fn new(root: impl AsRef<Path>) -> Result<StaticFiles, Error> {
+        let root = root.as_ref();
+        let opened = Root::open(root)
+            .map_err(|e| Error::with_source(ErrorKind::Io, format!("open the directory {}", root.display()), e))?;
+        Ok(StaticFiles { root: Arc::new(opened), precompressed: true })
+    }
+
+    /// Whether to send `name.gz` to clients that accept gzip (default: yes).
+    pub fn precompressed(mut self, on: bool) -> StaticFiles {
+        self.precompressed = on;
+        self
+    }
+
+    /// The root directory, made canonical.
+    pub fn root(&self) -> &Path {
+        self.root.path()
+    }
+
+    /// The response to `request`: the file its path names under the root.
+    pub fn serve(&self, request: &Request<'_>) -> Response {
+        self.serve_path(request, request.path())
+    }
+
+    /// The response to `request` for the file `path` names under the root: a URL path,
+    /// percent-encoded, as [`serve`](StaticFiles::serve) takes from the request (an application
+    /// that maps its own URLs, or names a file to send for a response, gives its own).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Request, Response, StaticFiles};
+    ///
+    /// let files = StaticFiles::new(std::env::temp_dir()).unwrap();
+    /// // Everything under /assets/ comes from the directory, the rest from elsewhere.
+    /// let handler = move |request: &mut Request<'_>| match request.path().strip_prefix("/assets") {
+    ///     Some(rest) => files.serve_path(request, rest),
+    ///     None => Response::new(404),
+    /// };
+    /// # let _ = handler;
+    /// ```
+    pub fn serve_path(&self, request: &Request<'_>, path: &str) -> Response {
+        if !matches!(request.method(), "GET" | "HEAD") {
+            return error_response(405, "only GET and HEAD are served here").header("Allow", "GET, HEAD");
+        }
+        let mapped = match path::map(path) {
+            Ok(mapped) => mapped,
+            Err(why) => return error_response(400, why),
+        };
+        let (mut file, mut meta) = match self.open(&mapped.relative) {
+            Ok(opened) => opened,
+            Err(e) => return self.open_failed(request, &e),
+        };
+        let mut relative = mapped.relative;
+        if meta.is_dir() {
+            if !mapped.trailing_slash {
+                return redirect_to_directory(request);
+            }
+            relative.push("index.html");
+            (file, meta) = match self.open(&relative) {
+                Ok(opened) => opened,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return error_response(403, "no index.html here"),
+                Err(e) => return self.open_failed(request, &e),
+            };
+        } else if mapped.trailing_slash {
+            return error_response(404, "not a directory");
+        }
+        if !meta.is_file() {
+            return error_response(403, "not a regular file");
+        }
+        let content_type = content_type(&relative);
+        if self.precompressed && accepts_gzip(request.header("accept-encoding")) {
+            let mut gz = relative.into_os_string();
+            gz.push(".gz");
+            if let Ok((gz_file, gz_meta)) = self.open(Path::new(&gz)) {
+                if gz_meta.is_file() {
+                    return self.file_response(request, gz_file, &gz_meta, &content_type, true);
+                }
+            }
+        }
+        self.file_response(request, file, &meta, &content_type, false)
+    }
+
+    /// Opens `relative` under the root, with its metadata (`fstat` of an open file: no disk read);
+    /// running out of descriptors sheds idle connections and tries once more.
+    fn open(&self, relative: &Path) -> io::Result<(File, Metadata)> {
+        let file = match open::open(&self.root, relative) {
+            Err(e) if listen::is_fd_exhaustion(&e) && listen::free_descriptors() => open::open(&self.root, relative),
+            other => other,
+        }?;
+        let meta = file.metadata()?;
+        Ok((file, meta))
+    }
+
+    /// The answer when the file could not be opened.
+    fn open_failed(&self, request: &Request<'_>, e: &io::Error) -> Response {
+        match e.kind() {
+            io::ErrorKind::NotFound | io::ErrorKind::NotADirectory => error_response(404, "no such file"),
+            io::ErrorKind::PermissionDenied => error_response(403, "not readable"),
+            _ if open::is_escape(e) => {
+                log::warn!(
+                    "{} asked for {}, which leads outside {}",
+                    request.peer_addr(),
+                    request.path(),
+                    self.root.path().display()
+                );
+                error_response(404, "no such file")
+            }
+            _ if listen::is_fd_exhaustion(e) => {
+                error_response(503, "out of file descriptors; try again").header("Retry-After", "1")
+            }
+            _ if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
+                error_response(404, "no such file")
+            }
+            _ => {
+                log::error!("opening {} under {}: {e}", request.path(), self.root.path().display());
+                error_response(500, "the file cannot be opened")
+            }
+        }
+    }
+
+    /// The response for an open regular file: conditionals, range, headers, and the file as body.
+    fn file_response(
+        &self,
+        request: &Request<'_>,
+        file: File,
+        meta: &Metadata,
+        content_type: &str,
+        gzip: bool,
+    ) -> Response {
+        let size = meta.len();
+        let modified = meta.modified().unwrap_or(UNIX_EPOCH);
+        let etag = etag(meta);
+        let last_modified = httpdate::fmt_http_date(conditional::to_second(modified));
+        let conditions = Conditions {
+            if_match: request.header("if-match"),
+            if_unmodified_since: request.header("if-unmodified-since"),
+            if_none_match: request.header("if-none-match"),
+            if_modified_since: request.header("if-modified-since"),
+            if_range: request.header("if-range"),
+        };
+        let validators = Validators { etag: &etag, modified };
+        let outcome = conditional::evaluate(request.method(), &conditions, &validators);
+        let mut response = match outcome {
+            Outcome::Failed => return error_response(412, "a precondition failed"),
+            Outcome::NotModified => Response::new(304),
+            Outcome::Proceed { range } => {
+                let selection = match request.header("range") {
+                    Some(field) if range => range::select(field, size),
+                    _ => Selection::Whole,
+                };
+                match selection {
+                    Selection::Whole => Response::new(200).body(Body::file(file, 0, size)),
+                    Selection::Part(part) => Response::new(206)
+                        .header("Content-Range", format!("bytes {}-{}/{size}", part.start, part.end - 1))
+                        .body(Body::file(file, part.start, part.end - part.start)),
+                    Selection::Unsatisfiable => {
+                        return error_response(416, "the range is outside the file")
+                            .header("Content-Range", format!("bytes */{size}"))
+                    }
+                }
+            }
+        };
+        if outcome != Outcome::NotModified {
+            response.append_header("Content-Type", content_type.to_owned());
+            response.append_header("Accept-Ranges", "bytes");
+            if gzip {
+                response.append_header("Content-Encoding", "gzip");
+            }
+        }
+        response.append_header("ETag", etag);
+        response.append_header("Last-Modified", last_modified);
+        if self.precompressed {
+            response.append_header("Vary", "Accept-Encoding");
+        }
+        response
+    }
+}
+
+impl Handler for StaticFiles {
+    fn handle(&self, request: &mut Request<'_>) -> Response {
+        self.serve(request)
+    }
+}
+
+/// 301 to the directory's URL with its slash: relative (the last segment and `/`), so a path that
+/// starts with `//` cannot turn into another host.
+fn redirect_to_directory(request: &Request<'_>) -> Response {
+    let last = request.path().rsplit('/').next().unwrap_or_default();
+    let location = match request.query() {
+        Some(query) => format!("{last}/?{query}"),
+        None => format!("{last}/"),
+    };
+    let location = if last.is_empty() { "/".to_owned() } else { location };
+    error_response(301, "this is a directory").header("Location", location)
+}
+
+/// A strong entity tag from what changes when the file does: inode, size, modification time.
+fn etag(meta: &Metadata) -> String {
+    let modified = meta.modified().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).unwrap_or_default();
+    format!("\"{:x}-{:x}-{:x}.{:x}\"", meta.ino(), meta.len(), modified.as_secs(), modified.subsec_nanos())
+}
+
+/// The media type by extension (text as UTF-8); `application/octet-stream` for an unknown one.
+fn content_type(path: &Path) -> String {
+    match mime_guess::from_path(path).first() {
+        Some(mime) if mime.type_() == mime_guess::mime::TEXT || mime.essence_str() == "application/javascript" => {
+            format!("{}; charset=utf-8", mime.essence_str())
+        }
+        Some(mime) => mime.essence_str().to_owned(),
+        None => "application/octet-stream".to_owned(),
+    }
+}
+
+/// Whether `Accept-Encoding` accepts gzip: named with a nonzero weight, or `*` when gzip is not
+/// named.
+fn accepts_gzip(field: Option<&str>) -> bool {
+    let mut star = false;
+    for element in field.unwrap_or_default().split(',') {
+        let mut parts = element.split(';');
+        let coding = parts.next().unwrap_or_default().trim();
+        let weight_is_zero = parts.any(|p| {
+            let p = p.trim();
+            p.strip_prefix("q=")
+                .or_else(|| p.strip_prefix("Q="))
+                .is_some_and(|q| q.trim().parse::<f32>().is_ok_and(|q| q == 0.0))
+        });
+        if coding.eq_ignore_ascii_case("gzip") || coding.eq_ignore_ascii_case("x-gzip") {
+            return !weight_is_zero;
+        }
+        star |= coding == "*" && !weight_is_zero;
+    }
+    star
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gzip_is_accepted_when_named_with_weight_or_by_star() {
+        let cases = [
+            (None, false),
+            (Some("gzip"), true),
+            (Some("deflate, GZIP;q=0.5"), true),
+            (Some("gzip;q=0"), false),
+            (Some("gzip; q=0.000, *"), false),
+            (Some("*"), true),
+            (Some("*;q=0"), false),
+            (Some("br, identity"), false),
+        ];
+        for (field, expected) in cases {
+            assert_eq!(accepts_gzip(field), expected, "{field:?}");
+        }
+    }
+
+    #[test]
+    fn types_come_from_the_extension() {
+        assert_eq!(content_type(Path::new("a/index.html")), "text/html; charset=utf-8");
+        assert_eq!(content_type(Path::new("x.png")), "image/png");
+        assert_eq!(content_type(Path::new("noext")), "application/octet-stream");
+    }
+}

@@ -1,0 +1,83 @@
+//! From a request's percent-encoded path to a file path relative to the root, refusing every way
+//! out of it.
+//!
+//! The path is split on its literal slashes first and each segment decoded after, so an encoded
+//! slash (`%2f`) can never become a separator; a segment that decodes to `..` (`..`, `%2e%2e`,
+//! `.%2E`) is refused rather than resolved, as is one with a slash or a NUL byte in it, or a
+//! broken percent escape. `.` and empty segments are skipped. Symbolic links are the opener's
+//! business (`open.rs`): the kernel refuses any that leads outside the root.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+
+use percent_encoding::percent_decode;
+
+/// A request path, mapped.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Mapped {
+    /// Relative to the root; empty for the root itself.
+    pub(super) relative: PathBuf,
+    /// Whether the request path ends in `/` (a directory's own URL).
+    pub(super) trailing_slash: bool,
+}
+
+/// Maps `raw`, the request target's path (empty for an absolute URL without one: the root).
+///
+/// # Errors
+///
+/// Why the path is refused.
+pub(super) fn map(raw: &str) -> Result<Mapped, &'static str> {
+    let mut relative = PathBuf::new();
+    for segment in raw.split('/') {
+        if segment.bytes().enumerate().any(|(i, b)| b == b'%' && !is_escape(&segment.as_bytes()[i..])) {
+            return Err("a broken percent escape in the path");
+        }
+        let decoded: Vec<u8> = percent_decode(segment.as_bytes()).collect();
+        match decoded.as_slice() {
+            b"" | b"." => {}
+            b".." => return Err("a `..` segment in the path"),
+            bytes if bytes.contains(&b'/') => return Err("an encoded slash in the path"),
+            bytes if bytes.contains(&0) => return Err("a NUL byte in the path"),
+            bytes => relative.push(OsStr::from_bytes(bytes)),
+        }
+    }
+    Ok(Mapped { relative, trailing_slash: raw.ends_with('/') })
+}
+
+/// Whether `s`, which starts with `%`, starts with a whole escape (`%` and two hex digits).
+fn is_escape(s: &[u8]) -> bool {
+    s.len() >= 3 && s[1].is_ascii_hexdigit() && s[2].is_ascii_hexdigit()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_map_inside_the_root_or_not_at_all() {
+        let ok = |raw: &str, relative: &str, slash: bool| {
+            assert_eq!(map(raw), Ok(Mapped { relative: relative.into(), trailing_slash: slash }), "{raw:?}");
+        };
+        ok("/", "", true);
+        ok("", "", false);
+        ok("/a/b.txt", "a/b.txt", false);
+        ok("/a//./b/", "a/b", true);
+        ok("/%61%20b", "a b", false);
+        ok("/a/%2e/b", "a/b", false);
+        ok("/caf%C3%A9", "caf\u{e9}", false);
+        for raw in [
+            "/../etc/passwd",
+            "/a/../../b",
+            "/%2e%2e/x",
+            "/.%2E/x",
+            "/a%2f..%2f..%2fb",
+            "/a%2Fb",
+            "/a%00b",
+            "/a%0",
+            "/%zz",
+        ] {
+            assert!(map(raw).is_err(), "{raw:?} must be refused");
+        }
+    }
+}

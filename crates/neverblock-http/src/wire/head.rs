@@ -1,0 +1,143 @@
+//! A message head as received: one copy of its bytes, and where the parts of its start line and
+//! each field's name and value lie in it (two allocations however many fields, reused from one
+//! request to the next on a server connection).
+
+use std::fmt;
+use std::ops::Range;
+
+/// A head's bytes and the places of its parts.
+#[derive(Clone, Default)]
+pub(crate) struct Head {
+    /// The head as read, start line to final CRLF.
+    bytes: Vec<u8>,
+    /// A request's method and target; a response's reason phrase and nothing.
+    line: [Span; 2],
+    /// Whether this is a request's head (for `Debug`).
+    request: bool,
+    fields: Vec<Field>,
+}
+
+/// Where one part lies in [`Head::bytes`].
+#[derive(Clone, Copy, Debug, Default)]
+struct Span {
+    start: u32,
+    end: u32,
+}
+
+/// Where one field's name and value lie.
+#[derive(Clone, Copy, Debug)]
+struct Field {
+    name: Span,
+    value: Span,
+}
+
+impl Head {
+    /// Copies the head that `parsed` was parsed from: `bytes`, which its reason phrase
+    /// and fields borrow.
+    #[cfg(feature = "client")]
+    pub(crate) fn of_response(bytes: &[u8], parsed: &httparse::Response<'_, '_>) -> Head {
+        let mut head = Head::default();
+        head.fill(bytes, [parsed.reason.unwrap_or_default().as_bytes(), b""], parsed.headers);
+        head
+    }
+
+    /// Makes this the head that `parsed` was parsed from, `bytes`, keeping the allocations.
+    #[cfg(feature = "server")]
+    pub(crate) fn set_request(&mut self, bytes: &[u8], parsed: &httparse::Request<'_, '_>) {
+        let line = [parsed.method.unwrap_or_default().as_bytes(), parsed.path.unwrap_or_default().as_bytes()];
+        self.fill(bytes, line, parsed.headers);
+        self.request = true;
+    }
+
+    fn fill(&mut self, bytes: &[u8], line: [&[u8]; 2], headers: &[httparse::Header<'_>]) {
+        let span = |part: &[u8]| Span::of(bytes, part);
+        self.bytes.clear();
+        self.bytes.extend_from_slice(bytes);
+        self.line = line.map(span);
+        self.request = false;
+        self.fields.clear();
+        self.fields.extend(headers.iter().map(|h| Field { name: span(h.name.as_bytes()), value: span(h.value) }));
+    }
+
+    /// The reason phrase of a response; empty if absent (or not text: httparse gives obs-text as empty).
+    #[cfg(feature = "client")]
+    pub(crate) fn reason(&self) -> &str {
+        self.text(self.line[0])
+    }
+
+    /// The method of a request.
+    #[cfg(feature = "server")]
+    pub(crate) fn method(&self) -> &str {
+        self.text(self.line[0])
+    }
+
+    /// The target of a request, as sent.
+    #[cfg(feature = "server")]
+    pub(crate) fn target(&self) -> &str {
+        self.text(self.line[1])
+    }
+
+    /// Every field, in the order received: names as received, values without surrounding blanks.
+    pub(crate) fn fields(&self) -> impl Iterator<Item = (&str, &[u8])> {
+        self.fields.iter().map(|f| (self.text(f.name), self.part(f.value)))
+    }
+
+    /// Every field as bytes (no UTF-8 check of the names).
+    pub(crate) fn raw_fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.fields.iter().map(|f| (self.part(f.name), self.part(f.value)))
+    }
+
+    /// The value of the first field called `name` (any case).
+    pub(crate) fn get(&self, name: &str) -> Option<&[u8]> {
+        self.raw_fields().find(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes())).map(|(_, v)| v)
+    }
+
+    fn part(&self, span: Span) -> &[u8] {
+        &self.bytes[span.range()]
+    }
+
+    /// A part httparse gave as text (a method, target, reason phrase, field name): text here too.
+    fn text(&self, span: Span) -> &str {
+        std::str::from_utf8(self.part(span)).unwrap_or_default()
+    }
+}
+
+impl Span {
+    /// Where `part`, a slice of `whole` (or empty), lies in it.
+    fn of(whole: &[u8], part: &[u8]) -> Span {
+        if part.is_empty() {
+            // An empty part may point anywhere (httparse gives "" for an obs-text reason).
+            return Span { start: 0, end: 0 };
+        }
+        let start = (part.as_ptr() as usize).wrapping_sub(whole.as_ptr() as usize);
+        assert!(start <= whole.len() && part.len() <= whole.len() - start, "a part outside its head");
+        // A head is at most `Limits::max_head` long, far below 4 GiB.
+        let at = |offset: usize| u32::try_from(offset).expect("a head shorter than 4 GiB");
+        Span { start: at(start), end: at(start + part.len()) }
+    }
+
+    fn range(self) -> Range<usize> {
+        self.start as usize..self.end as usize
+    }
+}
+
+impl fmt::Debug for Head {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut s = f.debug_struct("Head");
+        if self.request {
+            s.field("method", &self.text(self.line[0])).field("target", &self.text(self.line[1]));
+        } else {
+            s.field("reason", &self.text(self.line[0]));
+        }
+        s.field("fields", &Fields(self)).finish()
+    }
+}
+
+/// A head's fields shown as a map, in order, values as text.
+struct Fields<'a>(&'a Head);
+
+impl fmt::Debug for Fields<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.0.fields().map(|(name, value)| (name, String::from_utf8_lossy(value)))).finish()
+    }
+}

@@ -1,0 +1,367 @@
+//! The server role: request heads in, checked as strictly as RFC 9112 allows, and response heads
+//! out.
+//!
+//! What a request may not be is refused here, each with the status RFC 9110/9112 names: a request
+//! line over the limit (414); a head over the limit or with too many fields (431); a version other
+//! than HTTP/1.0 or 1.1 (505); a transfer coding other than `chunked` (501); an `Expect` other than
+//! `100-continue` (417); a declared body over the limit (413); and as 400 everything two parsers
+//! could read two ways, which is how requests are smuggled: `Transfer-Encoding` together with
+//! `Content-Length`, `Content-Length`s that differ or are not plain decimals, `chunked` not last
+//! or twice, `Transfer-Encoding` in HTTP/1.0, a missing or repeated `Host` in HTTP/1.1, and (by
+//! httparse) obsolete line folding, whitespace before a colon, and control bytes in a field.
+
+use std::borrow::Cow;
+use std::io::{self, Read};
+use std::mem::MaybeUninit;
+use std::ops::Range;
+
+use super::head::Head;
+use super::{decimal, elements, is_named, BufferedConn, Framing, Limits, MAX_HEADERS_CAP};
+
+/// A request the server answers itself with `status`, then closes the connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Refusal {
+    pub(crate) status: u16,
+    /// What was wrong, for the response's body and the log.
+    pub(crate) why: Cow<'static, str>,
+}
+
+impl Refusal {
+    fn new(status: u16, why: impl Into<Cow<'static, str>>) -> Refusal {
+        Refusal { status, why: why.into() }
+    }
+}
+
+/// Why no request head could be read.
+#[derive(Debug)]
+pub(crate) enum HeadError {
+    /// The connection closed (or was reset) before any byte of a request.
+    Closed,
+    /// Reading failed or timed out; `partial` when some of the head had arrived.
+    Io { error: io::Error, partial: bool },
+    /// The head is not one the server takes.
+    Refused(Refusal),
+}
+
+/// What the server needs to know of a request to frame it and answer it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Message {
+    /// The minor version: 0 for HTTP/1.0, 1 for HTTP/1.1.
+    pub(crate) version: u8,
+    /// How its body is framed: [`Framing::None`], a length, or chunked.
+    pub(crate) framing: Framing,
+    /// Whether the client wants the connection kept open after the response.
+    pub(crate) keep_alive: bool,
+    /// Whether the client waits for `100 Continue` before sending its body.
+    pub(crate) expect_continue: bool,
+    /// Where the path lies in the target (for `*`: the whole `*`).
+    pub(crate) path: Range<usize>,
+    /// Where the query lies in the target, after its `?`.
+    pub(crate) query: Option<Range<usize>>,
+}
+
+/// Reads until a whole request head is buffered, parses it into `head`, and consumes it; returns
+/// its minor version.
+///
+/// # Errors
+///
+/// See [`HeadError`].
+pub(crate) fn read_request_head<S: Read>(
+    conn: &mut BufferedConn<S>,
+    limits: &Limits,
+    head: &mut Head,
+) -> Result<u8, HeadError> {
+    // Bytes at the end of the buffer not yet parsed; a head can only have ended if they hold a LF.
+    let mut new = conn.buffered().len();
+    loop {
+        let buf = conn.buffered();
+        check_request_line(buf, limits.max_line).map_err(HeadError::Refused)?;
+        if buf[buf.len() - new..].contains(&b'\n') {
+            match parse_request(buf, limits.max_headers, head) {
+                Ok(Some((len, _))) if len > limits.max_head => break,
+                Ok(Some((len, version))) => {
+                    conn.consume(len);
+                    return Ok(version);
+                }
+                Ok(None) => {}
+                Err(e) => return Err(HeadError::Refused(refusal(e, buf))),
+            }
+        }
+        let got = buf.len();
+        if got > limits.max_head {
+            break;
+        }
+        new = match conn.fill() {
+            Ok(0) if got == 0 => return Err(HeadError::Closed),
+            Ok(0) => {
+                let error = io::Error::new(io::ErrorKind::UnexpectedEof, "the request head was cut short");
+                return Err(HeadError::Io { error, partial: true });
+            }
+            Ok(n) => n,
+            Err(e) if got == 0 && super::is_disconnect(&e) => return Err(HeadError::Closed),
+            Err(error) => return Err(HeadError::Io { error, partial: got > 0 }),
+        };
+    }
+    let max = limits.max_head;
+    Err(HeadError::Refused(Refusal::new(431, format!("the request head is longer than {max} bytes"))))
+}
+
+/// Refuses (414) a request line longer than `max` bytes, complete or not; blank lines before it
+/// are skipped, as RFC 9112 §2.2 allows.
+fn check_request_line(buf: &[u8], max: usize) -> Result<(), Refusal> {
+    let line = &buf[buf.iter().take_while(|&&b| b == b'\r' || b == b'\n').count()..];
+    let scan = &line[..line.len().min(max + 2)];
+    let end = scan.iter().position(|&b| b == b'\n').unwrap_or(scan.len());
+    if end - usize::from(scan[..end].ends_with(b"\r")) > max {
+        return Err(Refusal::new(414, format!("the request line is longer than {max} bytes")));
+    }
+    Ok(())
+}
+
+/// Parses a request head once complete, into `head`; returns its length and minor version.
+fn parse_request(buf: &[u8], max_headers: usize, head: &mut Head) -> Result<Option<(usize, u8)>, httparse::Error> {
+    // httparse writes each field before it is read, so the array needs no initializing.
+    let mut fields = [const { MaybeUninit::uninit() }; MAX_HEADERS_CAP];
+    let mut req = httparse::Request::new(&mut []);
+    let httparse::Status::Complete(len) = httparse::ParserConfig::default().parse_request_with_uninit_headers(
+        &mut req,
+        buf,
+        &mut fields[..max_headers.min(MAX_HEADERS_CAP)],
+    )?
+    else {
+        return Ok(None);
+    };
+    head.set_request(&buf[..len], &req);
+    // A complete parse has set the version.
+    Ok(Some((len, req.version.unwrap_or_default())))
+}
+
+/// The refusal for a head httparse rejected; `buf` is the head so far.
+fn refusal(e: httparse::Error, buf: &[u8]) -> Refusal {
+    match e {
+        httparse::Error::TooManyHeaders => Refusal::new(431, "too many header fields"),
+        httparse::Error::Version if names_a_version(buf) => Refusal::new(505, "only HTTP/1.0 and HTTP/1.1 are served"),
+        e => Refusal::new(400, format!("malformed request head: {e}")),
+    }
+}
+
+/// Whether the request line in `buf` ends in a well-formed `HTTP/<digit>.<digit>` (or `HTTP/<digit>`).
+fn names_a_version(buf: &[u8]) -> bool {
+    let line = buf.split(|&b| b == b'\n').find(|l| !l.trim_ascii().is_empty()).unwrap_or_default();
+    let version = line.trim_ascii_end().rsplit(|&b| b == b' ').next().unwrap_or_default();
+    let Some(number) = version.strip_prefix(b"HTTP/") else { return false };
+    matches!(number, [major] | [major, b'.', b'0'..=b'9'] if major.is_ascii_digit())
+}
+
+/// Checks a parsed request's framing, `Host`, `Expect` and target, and says how to answer it.
+///
+/// # Errors
+///
+/// The [`Refusal`] to answer it with (see the module's doc).
+pub(crate) fn check_request(head: &Head, version: u8, limits: &Limits) -> Result<Message, Refusal> {
+    let mut hosts = 0;
+    let mut codings = 0;
+    let mut chunked_at = None;
+    let mut unknown = None;
+    let mut length: Option<u64> = None;
+    let (mut close, mut keep_alive, mut expect_continue) = (false, false, false);
+    for (name, value) in head.raw_fields() {
+        if is_named(name, b"host") {
+            hosts += 1;
+        } else if is_named(name, b"transfer-encoding") {
+            if version == 0 {
+                return Err(Refusal::new(400, "Transfer-Encoding in an HTTP/1.0 request"));
+            }
+            for coding in elements(value).filter(|c| !c.is_empty()) {
+                if !coding.eq_ignore_ascii_case(b"chunked") {
+                    unknown.get_or_insert_with(|| String::from_utf8_lossy(coding).into_owned());
+                } else if chunked_at.replace(codings).is_some() {
+                    return Err(Refusal::new(400, "chunked applied twice"));
+                }
+                codings += 1;
+            }
+            if codings == 0 {
+                return Err(Refusal::new(400, "an empty Transfer-Encoding"));
+            }
+        } else if is_named(name, b"content-length") {
+            for element in elements(value) {
+                let n = decimal(element).ok_or_else(|| {
+                    Refusal::new(400, format!("invalid Content-Length {:?}", String::from_utf8_lossy(element)))
+                })?;
+                if length.is_some_and(|first| first != n) {
+                    return Err(Refusal::new(400, "Content-Length fields that differ"));
+                }
+                length = Some(n);
+            }
+        } else if is_named(name, b"connection") {
+            for element in elements(value) {
+                close |= element.eq_ignore_ascii_case(b"close");
+                keep_alive |= element.eq_ignore_ascii_case(b"keep-alive");
+            }
+        } else if is_named(name, b"expect") && version == 1 {
+            if !value.eq_ignore_ascii_case(b"100-continue") {
+                let value = String::from_utf8_lossy(value);
+                return Err(Refusal::new(417, format!("the expectation {value:?} is not one this server meets")));
+            }
+            expect_continue = true;
+        }
+    }
+    if hosts > 1 || (version == 1 && hosts == 0) {
+        return Err(Refusal::new(400, "an HTTP/1.1 request needs exactly one Host field"));
+    }
+    let framing = match (codings, length) {
+        (0, None) => Framing::None,
+        (0, Some(n)) if n > limits.max_body => {
+            let max = limits.max_body;
+            return Err(Refusal::new(413, format!("the body of {n} bytes is longer than the limit of {max}")));
+        }
+        (0, Some(n)) => Framing::Length(n),
+        (_, Some(_)) => return Err(Refusal::new(400, "both Transfer-Encoding and Content-Length")),
+        (_, None) if unknown.is_some() => {
+            let coding = unknown.unwrap_or_default();
+            return Err(Refusal::new(501, format!("the transfer coding {coding:?} is not implemented")));
+        }
+        (n, None) if chunked_at == Some(n - 1) => Framing::Chunked,
+        (_, None) => return Err(Refusal::new(400, "chunked is not the last transfer coding")),
+    };
+    let (path, query) = target_parts(head.method(), head.target())?;
+    let keep_alive = if version == 1 { !close } else { keep_alive && !close };
+    Ok(Message {
+        version,
+        framing,
+        keep_alive,
+        expect_continue: expect_continue && framing != Framing::None,
+        path,
+        query,
+    })
+}
+
+/// Where the path and the query lie in `target`, by its form (RFC 9112 §3.2): origin (`/a?b`),
+/// absolute (`http://h/a?b`), or `*` for `OPTIONS`. `CONNECT`'s authority form is not served.
+fn target_parts(method: &str, target: &str) -> Result<(Range<usize>, Option<Range<usize>>), Refusal> {
+    if method == "CONNECT" {
+        return Err(Refusal::new(501, "CONNECT is not implemented"));
+    }
+    if target == "*" {
+        return match method {
+            "OPTIONS" => Ok((0..1, None)),
+            _ => Err(Refusal::new(400, "the target * is only for OPTIONS")),
+        };
+    }
+    let start = if target.starts_with('/') {
+        0
+    } else {
+        let scheme = target.find("://").filter(|&i| {
+            let scheme = &target[..i];
+            scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https")
+        });
+        let Some(scheme_end) = scheme else { return Err(Refusal::new(400, "the request target has no path")) };
+        let authority = scheme_end + 3;
+        target[authority..].find(['/', '?']).map_or(target.len(), |i| authority + i)
+    };
+    Ok(match target[start..].find('?') {
+        Some(q) => (start..start + q, Some(start + q + 1..target.len())),
+        None => (start..target.len(), None),
+    })
+}
+
+/// Whether `name: value` may be written in a head: `name` a token, `value` free of control bytes
+/// but horizontal tab (so no CR, LF or NUL can end the field or the head early).
+pub(crate) fn is_valid_field(name: &str, value: &str) -> bool {
+    !name.is_empty()
+        && name.bytes().all(super::chunked::is_token_char)
+        && value.bytes().all(|b| b == b'\t' || (b >= 0x20 && b != 0x7f))
+}
+
+/// Appends a status line, `HTTP/1.1 <status> <reason>`.
+pub(crate) fn write_status_line(out: &mut Vec<u8>, status: u16, reason: &str) {
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(&three_digits(status));
+    out.push(b' ');
+    out.extend_from_slice(reason.as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends one field, `name: value`.
+pub(crate) fn write_field(out: &mut Vec<u8>, name: &str, value: &[u8]) {
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends `Content-Length: <n>`.
+pub(crate) fn write_content_length(out: &mut Vec<u8>, n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut n = n;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    write_field(out, "Content-Length", &digits[at..]);
+}
+
+/// `status` (100..=999) as three ASCII digits.
+fn three_digits(status: u16) -> [u8; 3] {
+    let s = status.clamp(100, 999);
+    [b'0' + (s / 100) as u8, b'0' + (s / 10 % 10) as u8, b'0' + (s % 10) as u8]
+}
+
+/// The reason phrase RFC 9110 gives `status`; empty for a code it does not name.
+pub(crate) fn reason_phrase(status: u16) -> &'static str {
+    match status {
+        100 => "Continue",
+        101 => "Switching Protocols",
+        200 => "OK",
+        201 => "Created",
+        202 => "Accepted",
+        203 => "Non-Authoritative Information",
+        204 => "No Content",
+        205 => "Reset Content",
+        206 => "Partial Content",
+        300 => "Multiple Choices",
+        301 => "Moved Permanently",
+        302 => "Found",
+        303 => "See Other",
+        304 => "Not Modified",
+        307 => "Temporary Redirect",
+        308 => "Permanent Redirect",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        406 => "Not Acceptable",
+        408 => "Request Timeout",
+        409 => "Conflict",
+        410 => "Gone",
+        411 => "Length Required",
+        412 => "Precondition Failed",
+        413 => "Content Too Large",
+        414 => "URI Too Long",
+        415 => "Unsupported Media Type",
+        416 => "Range Not Satisfiable",
+        417 => "Expectation Failed",
+        421 => "Misdirected Request",
+        422 => "Unprocessable Content",
+        426 => "Upgrade Required",
+        428 => "Precondition Required",
+        429 => "Too Many Requests",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        505 => "HTTP Version Not Supported",
+        _ => "",
+    }
+}
+
+#[cfg(test)]
+mod tests;
