@@ -1,9 +1,12 @@
 //! neverblock: fibers with Ruby's semantics, the base of a never-blocking I/O stack.
 //!
 //! Code written in plain blocking style runs in fibers: lightweight threads
-//! with stacks of their own that switch only when told to. This release holds
-//! the fiber core; the scheduler, event loop, sockets, HTTP and PostgreSQL
-//! layers are built on it (see `ARCHITECTURE.md`).
+//! with stacks of their own that switch only when told to. This crate is the
+//! runtime: [`fiber`] (Ruby's `resume`, `yield` and `transfer`), a scheduler and
+//! event loop per thread ([`runtime`], [`run`], [`spawn`], [`sleep`],
+//! [`timeout`]), fiber-aware [`sync`] primitives, and sockets that park the
+//! fiber instead of the thread ([`net`], [`io`]). The HTTP and PostgreSQL
+//! crates are built on its public API alone.
 //!
 //! # Examples
 //!

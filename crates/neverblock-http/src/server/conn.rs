@@ -130,7 +130,10 @@ fn exchange(lp: &Loop, conn: &mut BufferedConn<Socket>, head: &Head, message: &M
         match panic::catch_unwind(AssertUnwindSafe(|| config.handler.handle(&mut request))) {
             Ok(response) => response,
             Err(payload) => {
-                let Some(text) = panic_message(&*payload) else { panic::resume_unwind(payload) };
+                if neverblock::runtime::is_cancellation(&*payload) {
+                    panic::resume_unwind(payload);
+                }
+                let text = panic_message(&*payload);
                 log::error!("the handler panicked on {} {}: {text}; answering 500", head.method(), head.target());
                 close = true;
                 error_response(500, "the handler failed")
@@ -225,8 +228,12 @@ fn report(
     }
 }
 
-/// The message of a panic raised with `panic!` (a `&str` or `String` payload); `None` for any
-/// other payload, which is passed on (a fiber's cancellation unwinds with one of its own).
-fn panic_message(payload: &(dyn Any + Send)) -> Option<&str> {
-    payload.downcast_ref::<&str>().copied().or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+/// The message of a panic raised with `panic!` (a `&str` or `String` payload), or a
+/// placeholder for any other payload (`panic_any`).
+fn panic_message(payload: &(dyn Any + Send)) -> &str {
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(a payload that is not a message)")
 }

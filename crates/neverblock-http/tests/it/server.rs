@@ -114,11 +114,10 @@ fn every_response_carries_the_current_date() {
 
 #[test]
 fn a_handler_panic_answers_500_and_closes_only_its_connection() {
-    let server = Running::start(|request: &mut Request<'_>| {
-        if request.path() == "/boom" {
-            panic!("boom");
-        }
-        Response::new(200).body("fine")
+    let server = Running::start(|request: &mut Request<'_>| match request.path() {
+        "/boom" => panic!("boom"),
+        "/any" => std::panic::panic_any(42_u32),
+        _ => Response::new(200).body("fine"),
     });
     let bystander = server.connect();
     let mut bystander_reader = BufReader::new(bystander.try_clone().unwrap());
@@ -131,6 +130,8 @@ fn a_handler_panic_answers_500_and_closes_only_its_connection() {
     assert_eq!(count_responses(&answer), 1, "the connection closed after the 500: {answer}");
     (&bystander).write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
     assert_eq!(read_reply(&mut bystander_reader, false).text(), "fine", "the other connection goes on");
+    let answer = server.send("GET /any HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(answer.starts_with("HTTP/1.1 500 "), "a payload that is not a message is a 500 too: {answer}");
 }
 
 #[test]

@@ -106,7 +106,7 @@ pub use error::{FiberError, PanicPayload, TypeMismatch};
 pub use local::FiberLocal;
 pub(crate) use local::{inherited_now, reset_current as reset_locals, Inherited};
 pub use stack::{set_stack_limit, stack_stats, StackError, StackStats, DEFAULT_STACK_SIZE};
-pub(crate) use switch::unwinding_a_dropped_fiber;
+pub(crate) use switch::{is_drop_unwind, unwinding_a_dropped_fiber};
 
 use switch::Core;
 

@@ -24,6 +24,11 @@ use super::state::{rc_from_borrowed, with_state, State, STATE};
 /// catches it, and the fiber then switches back to the one that dropped it.
 struct DropUnwind;
 
+/// Whether `payload` is the unwind of a dropped fiber.
+pub(crate) fn is_drop_unwind(payload: &(dyn std::any::Any + Send)) -> bool {
+    payload.is::<DropUnwind>()
+}
+
 /// The untyped state of one fiber, shared by its handles and the links of other fibers.
 pub(crate) struct Core {
     id: u64,

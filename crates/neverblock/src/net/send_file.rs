@@ -25,7 +25,9 @@ pub(crate) const MAX_CHUNK: usize = 512 * 1024;
 /// system without `RWF_NOWAIT` says nothing, and is taken as cached.
 pub(crate) fn is_cached(file: &File, offset: u64, len: usize) -> bool {
     let last = offset + len.saturating_sub(1) as u64;
-    [offset, last].into_iter().all(|at| {
+    let page = crate::sys::memory::page_size() as u64;
+    let probes = if offset / page == last / page { &[offset][..] } else { &[offset, last][..] };
+    probes.iter().all(|&at| {
         let mut byte = [0u8];
         match rustix::io::preadv2(file, &mut [IoSliceMut::new(&mut byte)], at, ReadWriteFlags::NOWAIT) {
             Ok(_) => true,

@@ -250,6 +250,35 @@ pub fn sleep_until(deadline: Instant) {
     }
 }
 
+/// Whether a payload caught with [`std::panic::catch_unwind`] is the runtime's
+/// own unwind, not a panic: a cancelled task leaving the call it was parked in
+/// ([`JoinHandle::cancel`]), or a dropped fiber's stack being unwound. Code that
+/// catches panics (a server answering 500 for a panicking handler) must pass
+/// those on with [`std::panic::resume_unwind`], so the fiber ends as it was told.
+///
+/// # Examples
+///
+/// ```
+/// use std::panic::{self, AssertUnwindSafe};
+///
+/// neverblock::run(|| {
+///     let caught = panic::catch_unwind(|| panic!("a bug")).unwrap_err();
+///     assert!(!neverblock::runtime::is_cancellation(&*caught));
+///     let task = neverblock::spawn(|| {
+///         let parked = panic::catch_unwind(AssertUnwindSafe(|| neverblock::sleep(std::time::Duration::from_secs(60))));
+///         let payload = parked.unwrap_err();
+///         assert!(neverblock::runtime::is_cancellation(&*payload));
+///         panic::resume_unwind(payload);
+///     });
+///     neverblock::yield_now();
+///     task.cancel();
+///     assert!(matches!(task.join(), Err(neverblock::JoinError::Cancelled)));
+/// });
+/// ```
+pub fn is_cancellation(payload: &(dyn std::any::Any + Send)) -> bool {
+    payload.is::<scheduler::CancelUnwind>() || crate::fiber::is_drop_unwind(payload)
+}
+
 /// The deadline of a [`timeout`] passed before its closure finished.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Elapsed;

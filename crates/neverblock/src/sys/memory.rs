@@ -22,9 +22,8 @@ pub(crate) fn reserve(len: usize) -> io::Result<usize> {
     let flags = MapFlags::PRIVATE | MapFlags::NORESERVE | MapFlags::STACK;
     // SAFETY: an anonymous private mapping at an address of the kernel's choosing
     // cannot alias any existing Rust object.
-    let addr = unsafe {
-        rustix::mm::mmap_anonymous(std::ptr::null_mut(), len, ProtFlags::READ | ProtFlags::WRITE, flags)?
-    };
+    let addr =
+        unsafe { rustix::mm::mmap_anonymous(std::ptr::null_mut(), len, ProtFlags::READ | ProtFlags::WRITE, flags)? };
     // SAFETY: `addr..addr+len` is the mapping just created and owned by no one else.
     // A failure only means huge pages stay as the system default, so it is ignored.
     let _ = unsafe { rustix::mm::madvise(addr, len, rustix::mm::Advice::LinuxNoHugepage) };
