@@ -3,6 +3,7 @@
 mod delay_client;
 mod fiber_chain;
 mod fiber_switch;
+mod idle_connections;
 mod peers;
 mod raw;
 mod report;
@@ -27,6 +28,9 @@ pub(crate) enum Bench {
     Sleepers(runtime::SleepersArgs),
     /// delay_client: 1000 GETs against a server that answers after D ms (NeverBlock's benchmark).
     DelayClient(delay_client::DelayClientArgs),
+    /// 100 keep-alive connections in a closed loop beside 10,000 idle ones: memory per idle
+    /// connection and the active ones' latencies (vs Go net/http, or another build's server).
+    IdleConnections(idle_connections::IdleArgs),
     /// Every benchmark but `sleepers` (a million fibers), `delay-client` (a server per delay) and
     /// `fiber-chain --max`, with defaults.
     All(Common),
@@ -61,6 +65,7 @@ impl Bench {
             Bench::ChannelPingPong(args) => runtime::ping_pong(args),
             Bench::Sleepers(args) => runtime::sleepers(args),
             Bench::DelayClient(args) => delay_client::run(args),
+            Bench::IdleConnections(args) => idle_connections::run(args),
             Bench::All(common) => {
                 fiber_chain::run(fiber_chain::ChainArgs::defaults(common.clone()))?;
                 fiber_switch::run(fiber_switch::SwitchArgs::defaults(common.clone()))?;

@@ -12,6 +12,7 @@ const RUBY_FIBER_CHAIN: &str = include_str!("../../../../peers/ruby/fiber_chain.
 const RUBY_FIBER_SWITCH: &str = include_str!("../../../../peers/ruby/fiber_switch.rb");
 const GO_FIBERBENCH: &str = include_str!("../../../../peers/go/fiberbench/main.go");
 const GO_DELAY_CLIENT: &str = include_str!("../../../../peers/go/delayclient/main.go");
+const GO_DELAY_SERVER: &str = include_str!("../../../../peers/go/delayserver/main.go");
 const RUBY_DELAY_CLIENT: &str = include_str!("../../../../peers/ruby/delay_client.rb");
 const PYTHON_DELAY_CLIENT: &str = include_str!("../../../../peers/python/delay_client.py");
 
@@ -160,6 +161,12 @@ fn write_source(name: &str, source: &str) -> PathBuf {
     let path = work_dir().join(name);
     std::fs::write(&path, source).expect("write a peer's source");
     path
+}
+
+/// Builds the Go delay-server peer (net/http) once per process.
+pub(crate) fn go_delay_server() -> Option<&'static PathBuf> {
+    static BINARY: OnceLock<Option<PathBuf>> = OnceLock::new();
+    BINARY.get_or_init(|| go_build("delayserver", GO_DELAY_SERVER)).as_ref()
 }
 
 /// Builds the Go fiber-benchmark peer once per process.
