@@ -36,7 +36,7 @@ impl<S: Write> BufferedConn<S> {
 
 /// A final response, read whole.
 #[derive(Debug)]
-pub(crate) struct Response {
+pub(crate) struct ReceivedResponse {
     /// The status code, 101 or 200..=999.
     pub(crate) status: u16,
     /// The minor version: 0 for HTTP/1.0, 1 for HTTP/1.1.
@@ -126,7 +126,7 @@ pub(crate) fn read_response<S: Read>(
     conn: &mut BufferedConn<S>,
     request_was_head: bool,
     limits: &Limits,
-) -> Result<Response, WireError> {
+) -> Result<ReceivedResponse, WireError> {
     let mut fresh = true;
     let mut res = loop {
         let res = read_head(conn, limits, fresh)?.ok_or(WireError::NoResponse)?;
@@ -215,7 +215,7 @@ fn framing(rules: Rules<'_>) -> Result<Framing, WireError> {
 }
 
 /// Parses a response head, once complete, and copies it out of the read buffer.
-fn parse_response(buf: &[u8], max_headers: usize) -> Result<Option<(usize, Response)>, httparse::Error> {
+fn parse_response(buf: &[u8], max_headers: usize) -> Result<Option<(usize, ReceivedResponse)>, httparse::Error> {
     // httparse writes each field before it is read, so the array needs no initializing.
     let mut fields = [const { MaybeUninit::uninit() }; MAX_HEADERS_CAP];
     let mut res = httparse::Response::new(&mut []);
@@ -229,7 +229,7 @@ fn parse_response(buf: &[u8], max_headers: usize) -> Result<Option<(usize, Respo
     };
     Ok(Some((
         len,
-        Response {
+        ReceivedResponse {
             // A complete parse has set the code and the version.
             status: res.code.unwrap_or_default(),
             version: res.version.unwrap_or_default(),
@@ -244,7 +244,7 @@ fn parse_response(buf: &[u8], max_headers: usize) -> Result<Option<(usize, Respo
 ///
 /// Returns `Ok(None)` if `fresh` and the connection closed (EOF, reset, aborted, broken pipe)
 /// before any byte arrived.
-fn read_head<S: Read>(conn: &mut BufferedConn<S>, limits: &Limits, fresh: bool) -> Result<Option<Response>, WireError> {
+fn read_head<S: Read>(conn: &mut BufferedConn<S>, limits: &Limits, fresh: bool) -> Result<Option<ReceivedResponse>, WireError> {
     // Bytes at the end of the buffer not yet parsed; a head can only have ended if they hold a LF.
     let mut new = conn.buffered().len();
     loop {
