@@ -244,7 +244,11 @@ fn parse_response(buf: &[u8], max_headers: usize) -> Result<Option<(usize, Recei
 ///
 /// Returns `Ok(None)` if `fresh` and the connection closed (EOF, reset, aborted, broken pipe)
 /// before any byte arrived.
-fn read_head<S: Read>(conn: &mut BufferedConn<S>, limits: &Limits, fresh: bool) -> Result<Option<ReceivedResponse>, WireError> {
+fn read_head<S: Read>(
+    conn: &mut BufferedConn<S>,
+    limits: &Limits,
+    fresh: bool,
+) -> Result<Option<ReceivedResponse>, WireError> {
     // Bytes at the end of the buffer not yet parsed; a head can only have ended if they hold a LF.
     let mut new = conn.buffered().len();
     loop {

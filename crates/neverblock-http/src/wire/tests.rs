@@ -88,7 +88,7 @@ fn responses(
     head: bool,
     limits: Limits,
     count: usize,
-) -> (Vec<Result<Response, WireError>>, Option<usize>) {
+) -> (Vec<Result<ReceivedResponse, WireError>>, Option<usize>) {
     run(input.as_ref(), end, |conn| {
         let mut out = Vec::new();
         while out.len() < count && !matches!(out.last(), Some(Err(_))) {
@@ -100,7 +100,7 @@ fn responses(
 }
 
 /// The one response to a GET that is all of `input`.
-fn response(input: &str) -> Response {
+fn response(input: &str) -> ReceivedResponse {
     let (mut out, left) = responses(input, None, false, Limits::default(), 1);
     assert_eq!(left, Some(0), "{input:?} was not consumed whole");
     out.pop().unwrap().unwrap()
