@@ -1,5 +1,9 @@
 //! Writing a response: a head framed for its body, then the body as bytes, a stream (sized,
 //! chunked, or up to the end of the connection for HTTP/1.0) or a file range through `sendfile(2)`.
+//!
+//! A body that fails before its first byte went out (its head still queued) is answered with a 500
+//! instead, after the responses queued before it; one that fails later ends the connection, so the
+//! client sees a response cut short, never one it could take for whole.
 
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
@@ -69,6 +73,8 @@ pub(super) fn send(socket: &Socket, response: &mut Response, cx: Context) -> Sen
         cx.head_request && response.body_ref().is_empty() && response.header_value("content-length").is_some();
     let chunked = !no_body && length.is_none() && cx.version == 1 && !cx.head_request;
     close |= !no_body && length.is_none() && cx.version == 0;
+    // Responses queued before this one (held for pipelined requests) end here.
+    let earlier = socket.pending().len();
     {
         let mut out = socket.pending();
         write_status_line(&mut out, status, reason_phrase(status));
@@ -102,6 +108,13 @@ pub(super) fn send(socket: &Socket, response: &mut Response, cx: Context) -> Sen
     });
     match result {
         Ok(body_bytes) => Sent { body_bytes, complete: true, close },
+        Err(Failure { error, .. }) if socket.pending().len() > earlier => {
+            // The head is still queued: nothing of this response has gone out, so a 500 can.
+            log::error!("the body of a {status} response failed before its first byte ({error}); answering 500");
+            socket.pending().truncate(earlier);
+            *response = error_response(500, "the response body failed");
+            send(socket, response, Context { close: true, hold: false, ..cx })
+        }
         Err(Failure { sent, error }) => {
             log::debug!("response {status} cut short after {sent} body bytes: {error}");
             Sent { body_bytes: sent, complete: false, close: true }

@@ -278,3 +278,46 @@ fn answers_held_for_pipelined_requests_are_bounded() {
     }
     assert_eq!(read_reply(&mut reader, false).text(), "waited");
 }
+
+/// A reader that yields as many `0` bytes as it holds, then fails.
+struct FailingAfter(usize);
+
+impl Read for FailingAfter {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.0 == 0 {
+            return Err(std::io::Error::other("the source went away"));
+        }
+        let n = self.0.min(buf.len());
+        buf[..n].fill(b'0');
+        self.0 -= n;
+        Ok(n)
+    }
+}
+
+#[test]
+fn a_body_that_fails_before_its_first_byte_is_a_500_and_earlier_answers_still_go_out() {
+    let server = Running::start(|request: &mut Request<'_>| match request.path() {
+        "/fail" => Response::new(200).body(Body::sized_reader(FailingAfter(0), 10)),
+        _ => Response::new(200).body("fine"),
+    });
+    // The first answer is held for the pipelined second request, whose body then fails.
+    let answer = server.send("GET /ok HTTP/1.1\r\nHost: x\r\n\r\nGET /fail HTTP/1.1\r\nHost: x\r\n\r\n");
+    let answers = replies(&answer);
+    let got: Vec<(u16, String)> = answers.iter().map(|r| (r.status, r.text())).collect();
+    assert_eq!(got.len(), 2, "{answer:?}");
+    assert_eq!(got[0], (200, "fine".to_owned()), "{answer:?}");
+    assert_eq!(got[1].0, 500, "{answer:?}");
+    assert_eq!(answers[1].header("connection"), Some("close"), "{answer:?}");
+}
+
+#[test]
+fn a_body_that_fails_midway_ends_the_connection_unframed() {
+    let server = Running::start(|request: &mut Request<'_>| match request.path() {
+        "/half" => Response::new(200).body(Body::sized_reader(FailingAfter(5), 10)),
+        _ => Response::new(200).body("fine"),
+    });
+    let answer = server.send("GET /half HTTP/1.1\r\nHost: x\r\n\r\nGET /ok HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(answer.starts_with("HTTP/1.1 200 OK\r\n") && answer.contains("\r\nContent-Length: 10\r\n"), "{answer:?}");
+    assert!(answer.ends_with("\r\n\r\n00000"), "five of the ten bytes, then the close: {answer:?}");
+    assert_eq!(count_responses(&answer), 1, "nothing is answered after a body cut short: {answer:?}");
+}
