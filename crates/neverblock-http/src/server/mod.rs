@@ -76,7 +76,8 @@ use shutdown::{Shared, Signals};
 ///
 /// The server calls it on each request's connection fiber, on whichever loop accepted the
 /// connection, so it runs on many threads at once; it may park (read a socket, sleep, query a
-/// database) and so park only its own fiber. A panic in it answers 500 and closes its connection.
+/// database) and so park only its own fiber. A panic in it, or in the reader of the body it
+/// returns before the body's first byte, answers 500 and closes its connection.
 ///
 /// # Examples
 ///

@@ -1,14 +1,16 @@
 //! Writing a response: a head framed for its body, then the body as bytes, a stream (sized,
 //! chunked, or up to the end of the connection for HTTP/1.0) or a file range through `sendfile(2)`.
 //!
-//! A body that fails before its first byte went out (its head still queued) is answered with a 500
+//! A body whose reader fails (an error or a panic) before its first byte went out (its head still queued) is answered with a 500
 //! instead, after the responses queued before it; one that fails later ends the connection, so the
 //! client sees a response cut short, never one it could take for whole.
 
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
+use std::panic::{self, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
+use super::conn::panic_message;
 use super::date;
 use super::response::{Body, Response};
 use super::socket::{Budget, Socket};
@@ -146,11 +148,11 @@ fn send_body(socket: &Socket, body: Body, chunked: bool) -> Result<u64, Failure>
             socket.clone().write_all(&bytes)?;
             Ok(bytes.len() as u64)
         }
-        Body::Reader { reader, len: Some(len) } => send_sized(socket, reader, len),
-        Body::Reader { reader, len: None } if chunked => send_chunked(socket, reader),
-        Body::Reader { mut reader, len: None } => {
+        Body::Reader { reader, len: Some(len) } => send_sized(socket, Guarded(reader), len),
+        Body::Reader { reader, len: None } if chunked => send_chunked(socket, Guarded(reader)),
+        Body::Reader { reader, len: None } => {
             let mut out = socket.clone();
-            io::copy(&mut reader, &mut out).map_err(|error| Failure { sent: 0, error })
+            io::copy(&mut Guarded(reader), &mut out).map_err(|error| Failure { sent: 0, error })
         }
         Body::File { file, offset, len } if len <= SMALL_FILE as u64 && queue_cached(socket, &file, offset, len) => {
             Ok(len)
@@ -190,8 +192,23 @@ fn queue_cached(socket: &Socket, file: &std::fs::File, offset: u64, len: u64) ->
     false
 }
 
+/// A handler's body reader, whose panics (the handler's code failing) come out as errors, so the
+/// client gets a 500 as for a panic in the handler, or a response cut short.
+struct Guarded(Box<dyn Read>);
+
+impl Read for Guarded {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        panic::catch_unwind(AssertUnwindSafe(|| self.0.read(buf))).unwrap_or_else(|payload| {
+            if neverblock::runtime::is_cancellation(&*payload) {
+                panic::resume_unwind(payload);
+            }
+            Err(io::Error::other(format!("the body's reader panicked: {}", panic_message(&*payload))))
+        })
+    }
+}
+
 /// Copies exactly `len` bytes of `reader`.
-fn send_sized(socket: &Socket, mut reader: Box<dyn Read>, len: u64) -> Result<u64, Failure> {
+fn send_sized(socket: &Socket, mut reader: impl Read, len: u64) -> Result<u64, Failure> {
     let mut buf = vec![0u8; STREAM_CHUNK.min(usize::try_from(len).unwrap_or(usize::MAX))];
     let mut out = socket.clone();
     let mut sent = 0u64;
@@ -210,7 +227,7 @@ fn send_sized(socket: &Socket, mut reader: Box<dyn Read>, len: u64) -> Result<u6
 }
 
 /// Sends what `reader` yields as chunks, one write each, then the last chunk.
-fn send_chunked(socket: &Socket, mut reader: Box<dyn Read>) -> Result<u64, Failure> {
+fn send_chunked(socket: &Socket, mut reader: impl Read) -> Result<u64, Failure> {
     let mut buf = vec![0u8; SIZE_ROOM + STREAM_CHUNK + 2];
     let mut out = socket.clone();
     let mut sent = 0u64;

@@ -135,7 +135,9 @@ pub enum Body {
     Bytes(Cow<'static, [u8]>),
     /// What `reader` yields: `len` bytes, or (`None`) until it ends, sent chunked.
     Reader {
-        /// Read on the connection's fiber, in pieces of up to 32 KiB.
+        /// Read on the connection's fiber, in pieces of up to 32 KiB. If it fails (an error, a
+        /// panic, or fewer than `len` bytes) before the first piece, the client gets a 500 instead;
+        /// after, the connection closes with the response cut short.
         reader: Box<dyn Read>,
         /// How many bytes it yields, when known.
         len: Option<u64>,

@@ -321,3 +321,29 @@ fn a_body_that_fails_midway_ends_the_connection_unframed() {
     assert!(answer.ends_with("\r\n\r\n00000"), "five of the ten bytes, then the close: {answer:?}");
     assert_eq!(count_responses(&answer), 1, "nothing is answered after a body cut short: {answer:?}");
 }
+
+/// A reader that panics: the handler's own code, run while its response is sent.
+struct PanickingReader;
+
+impl Read for PanickingReader {
+    fn read(&mut self, _: &mut [u8]) -> std::io::Result<usize> {
+        panic!("the body's reader broke")
+    }
+}
+
+#[test]
+fn a_body_reader_that_panics_is_a_500_like_a_handler_that_panics() {
+    let answers = Arc::new(Mutex::new(Vec::new()));
+    let seen = answers.clone();
+    let builder =
+        Server::builder().workers(1).on_response(move |x: &Exchange<'_>| seen.lock().unwrap().push(x.status()));
+    let server = Running::with(builder, |request: &mut Request<'_>| match request.path() {
+        "/panic" => Response::new(200).body(Body::reader(PanickingReader)),
+        _ => Response::new(200).body("fine"),
+    });
+    let answer = server.send("GET /ok HTTP/1.1\r\nHost: x\r\n\r\nGET /panic HTTP/1.1\r\nHost: x\r\n\r\n");
+    let statuses: Vec<u16> = replies(&answer).iter().map(|r| r.status).collect();
+    assert_eq!(statuses, [200, 500], "{answer:?}");
+    assert_eq!(*answers.lock().unwrap(), [200, 500], "the hook saw the panic's 500");
+    assert_eq!(replies(server.send("GET /ok HTTP/1.1\r\nHost: x\r\n\r\n"))[0].text(), "fine", "the server goes on");
+}
