@@ -75,9 +75,10 @@ pub(crate) fn read_request_head<S: Read>(
     // Bytes at the end of the buffer not yet parsed; a head can only have ended if they hold a LF.
     let mut new = conn.buffered().len();
     loop {
+        skip_empty_lines(conn);
         let buf = conn.buffered();
         check_request_line(buf, limits.max_line).map_err(HeadError::Refused)?;
-        if buf[buf.len() - new..].contains(&b'\n') {
+        if buf[buf.len() - new.min(buf.len())..].contains(&b'\n') {
             match parse_request(buf, limits.max_headers, head) {
                 Ok(Some((len, _))) if len > limits.max_head => break,
                 Ok(Some((len, version))) => {
@@ -105,6 +106,17 @@ pub(crate) fn read_request_head<S: Read>(
     }
     let max = limits.max_head;
     Err(HeadError::Refused(Refusal::new(431, format!("the request head is longer than {max} bytes"))))
+}
+
+/// Consumes the empty lines before a request line (RFC 9112 §2.2 lets a server skip them), so that
+/// however many a client sends, they are neither kept nor parsed again with every read.
+fn skip_empty_lines<S>(conn: &mut BufferedConn<S>) {
+    let buf = conn.buffered();
+    let mut n = 0;
+    while let Some(end) = [b"\r\n".as_slice(), b"\n"].iter().find(|end| buf[n..].starts_with(end)) {
+        n += end.len();
+    }
+    conn.consume(n);
 }
 
 /// Refuses (414) a request line longer than `max` bytes, complete or not; blank lines before it

@@ -347,3 +347,13 @@ fn a_body_reader_that_panics_is_a_500_like_a_handler_that_panics() {
     assert_eq!(*answers.lock().unwrap(), [200, 500], "the hook saw the panic's 500");
     assert_eq!(replies(server.send("GET /ok HTTP/1.1\r\nHost: x\r\n\r\n"))[0].text(), "fine", "the server goes on");
 }
+
+#[test]
+fn empty_lines_before_a_request_are_skipped_however_many() {
+    // RFC 9112 §2.2: a server skips empty lines before a request line. They are consumed as they
+    // come, never kept and parsed again with every read, so more of them than a head may hold
+    // are no head too long.
+    let server = Running::start(echo());
+    let answer = server.send(format!("{}GET /after HTTP/1.1\r\nHost: x\r\n\r\n", "\r\n".repeat(100_000)));
+    assert!(answer.starts_with("HTTP/1.1 200 OK\r\n") && answer.ends_with("GET /after "), "{answer:?}");
+}
