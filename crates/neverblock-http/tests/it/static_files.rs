@@ -33,6 +33,7 @@ fn site() -> Site {
     tree.write("dir/index.html", "<p>index</p>");
     tree.write("dir/a b.txt", "spaced");
     tree.write("nolisting/file.txt", "x");
+    tree.write("a:b/index.html", "colon");
     tree.write("page.html", "<p>plain</p>");
     tree.write("page.html.gz", "GZIPPED-BYTES");
     tree.write("big.bin", pattern(3 << 20));
@@ -161,6 +162,8 @@ fn directories_redirect_to_their_slash_serve_their_index_and_are_never_listed() 
     let empty = site.get("/nolisting/", "");
     assert_eq!(empty.status, 403);
     assert!(!empty.text().contains("file.txt"), "no listing: {}", empty.text());
+    let colon = site.get("/a:b?x=1", "");
+    assert_eq!(colon.header("location"), Some("./a:b/?x=1"), "not a URI with the scheme `a`");
     let root_redirect = site.get("//dir", "");
     assert_eq!(root_redirect.header("location"), Some("dir/"), "relative, so `//` cannot name another host");
     assert_eq!(site.get("/hello.txt/", "").status, 404, "a file is not a directory");

@@ -264,12 +264,14 @@ impl Handler for StaticFiles {
 }
 
 /// 301 to the directory's URL with its slash: relative (the last segment and `/`), so a path that
-/// starts with `//` cannot turn into another host.
+/// starts with `//` cannot turn into another host; after `./` when the segment holds a colon, which
+/// would make it a scheme (RFC 3986 §4.2).
 fn redirect_to_directory(request: &Request<'_>) -> Response {
     let last = request.path().rsplit('/').next().unwrap_or_default();
+    let dot = if last.contains(':') { "./" } else { "" };
     let location = match request.query() {
-        Some(query) => format!("{last}/?{query}"),
-        None => format!("{last}/"),
+        Some(query) => format!("{dot}{last}/?{query}"),
+        None => format!("{dot}{last}/"),
     };
     let location = if last.is_empty() { "/".to_owned() } else { location };
     error_response(301, "this is a directory").header("Location", location)
