@@ -268,3 +268,18 @@ fn a_cold_large_file_leaves_other_clients_served_meanwhile() {
         &events[..big_done.min(5)]
     );
 }
+
+#[test]
+fn dates_past_the_servers_clock_are_not_believed() {
+    let site = site();
+    let day = std::time::Duration::from_secs(86_400);
+    let tomorrow = httpdate::fmt_http_date(std::time::SystemTime::now() + day);
+    let reply = site.get("/hello.txt", &format!("If-Modified-Since: {tomorrow}\r\n"));
+    assert_eq!(reply.status, 200, "a date in the future is no date (Apache's rule)");
+    let path = site.tree.write("future.txt", "from tomorrow");
+    std::fs::File::options().write(true).open(&path).unwrap().set_modified(std::time::SystemTime::now() + day).unwrap();
+    let reply = site.get("/future.txt", "");
+    let last_modified = httpdate::parse_http_date(reply.header("last-modified").unwrap()).unwrap();
+    let date = httpdate::parse_http_date(reply.header("date").unwrap()).unwrap();
+    assert!(last_modified <= date, "RFC 9110 §8.8.2.1: never later than the response's Date");
+}

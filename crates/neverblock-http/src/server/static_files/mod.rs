@@ -16,7 +16,7 @@ use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::UNIX_EPOCH;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::listen;
 use super::request::Request;
@@ -209,7 +209,9 @@ impl StaticFiles {
         gzip: bool,
     ) -> Response {
         let size = meta.len();
-        let modified = meta.modified().unwrap_or(UNIX_EPOCH);
+        let now = SystemTime::now();
+        // A modification time in the future is said as now (RFC 9110 §8.8.2.1).
+        let modified = meta.modified().unwrap_or(UNIX_EPOCH).min(now);
         let etag = etag(meta);
         let last_modified = httpdate::fmt_http_date(conditional::to_second(modified));
         let conditions = Conditions {
@@ -219,7 +221,7 @@ impl StaticFiles {
             if_modified_since: request.header("if-modified-since"),
             if_range: request.header("if-range"),
         };
-        let validators = Validators { etag: &etag, modified };
+        let validators = Validators { etag: &etag, modified, now };
         let outcome = conditional::evaluate(request.method(), &conditions, &validators);
         let mut response = match outcome {
             Outcome::Failed => return error_response(412, "a precondition failed"),
