@@ -208,12 +208,14 @@ impl Signals {
         };
         let mut signals = 0;
         let mut bytes = [0u8; 16];
+        // A byte a signal; two signals may come in one read.
         while let Ok(n @ 1..) = reader.read(&mut bytes) {
-            signals += n;
-            if signals == n {
+            if signals == 0 {
                 log::warn!("signal received: shutting down gracefully (another closes every connection now)");
                 handle.shutdown();
-            } else {
+            }
+            signals += n;
+            if signals > 1 {
                 log::warn!("signal received again: closing every connection now");
                 handle.shutdown_now();
             }
@@ -236,3 +238,23 @@ impl Drop for Signals {
 
 /// The signals a server shuts down on.
 const SIGNALS: [i32; 2] = [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT];
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    #[test]
+    fn two_signals_read_at_once_close_every_connection() {
+        let (reader, mut writer) = UnixStream::pair().unwrap();
+        reader.set_nonblocking(true).unwrap();
+        // Both bytes wait before the watcher reads: it gets them in one read.
+        writer.write_all(&[15, 15]).unwrap();
+        drop(writer);
+        let handle = super::super::ServerHandle { shared: Arc::new(Shared::new(1)) };
+        let watched = handle.clone();
+        neverblock::run(move || Signals::watch(reader, watched));
+        assert!(handle.shared.stopping.load(SeqCst) && handle.shared.forced.load(SeqCst));
+    }
+}
