@@ -71,8 +71,11 @@ pub(super) fn send(socket: &Socket, response: &mut Response, cx: Context) -> Sen
     let status = response.status();
     let no_body = matches!(status, 204 | 304);
     let length = response.body_ref().len();
-    let keep_length =
-        cx.head_request && response.body_ref().is_empty() && response.header_value("content-length").is_some();
+    // A HEAD response may say the GET response's length (never a 204's: RFC 9110 §8.6).
+    let keep_length = cx.head_request
+        && status != 204
+        && response.body_ref().is_empty()
+        && response.header_value("content-length").is_some();
     let chunked = !no_body && length.is_none() && cx.version == 1 && !cx.head_request;
     close |= !no_body && length.is_none() && cx.version == 0;
     // Responses queued before this one (held for pipelined requests) end here.

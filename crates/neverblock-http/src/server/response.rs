@@ -12,7 +12,8 @@ use std::rc::Rc;
 /// The server writes `Date` (unless set here), and frames the body itself: `Content-Length` when
 /// the body's length is known, else `Transfer-Encoding: chunked` (HTTP/1.1) or the end of the
 /// connection (HTTP/1.0); `Content-Length` and `Transfer-Encoding` set here are dropped (but for
-/// `Content-Length` with an empty body answering HEAD, which describes the GET response).
+/// `Content-Length` with an empty body answering HEAD, which describes the GET response, unless the
+/// status is 204). 204 and 304 responses carry no body.
 /// `Connection: close` set here closes the connection after the response.
 ///
 /// # Examples

@@ -357,3 +357,31 @@ fn empty_lines_before_a_request_are_skipped_however_many() {
     let answer = server.send(format!("{}GET /after HTTP/1.1\r\nHost: x\r\n\r\n", "\r\n".repeat(100_000)));
     assert!(answer.starts_with("HTTP/1.1 200 OK\r\n") && answer.ends_with("GET /after "), "{answer:?}");
 }
+
+#[test]
+fn no_content_and_not_modified_carry_no_body_and_204_no_length() {
+    let server = Running::start(|request: &mut Request<'_>| {
+        let status = if request.path() == "/304" { 304 } else { 204 };
+        let response = Response::new(status).header("Content-Length", "0").header("Transfer-Encoding", "chunked");
+        match request.path() {
+            "/empty" => response,
+            _ => response.body("a body the status forbids"),
+        }
+    });
+    for (request, status) in [
+        ("GET /full HTTP/1.1", 204),
+        ("HEAD /full HTTP/1.1", 204),
+        ("GET /empty HTTP/1.1", 204),
+        ("HEAD /empty HTTP/1.1", 204),
+        ("GET /304 HTTP/1.1", 304),
+        ("GET /empty HTTP/1.0", 204),
+    ] {
+        let answer = server.send(format!("{request}\r\nHost: x\r\n\r\n"));
+        assert!(answer.starts_with(&format!("HTTP/1.1 {status} ")), "{request}: {answer:?}");
+        assert!(answer.ends_with("\r\n\r\n"), "{request}: no body: {answer:?}");
+        assert!(!answer.contains("Transfer-Encoding"), "{request}: {answer:?}");
+        if status == 204 {
+            assert!(!answer.contains("Content-Length"), "RFC 9110 §8.6: {request}: {answer:?}");
+        }
+    }
+}
