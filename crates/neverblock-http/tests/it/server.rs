@@ -385,3 +385,27 @@ fn no_content_and_not_modified_carry_no_body_and_204_no_length() {
         }
     }
 }
+
+#[test]
+fn the_server_alone_frames_responses_whatever_the_handler_sets() {
+    let server = Running::start(|request: &mut Request<'_>| {
+        let response = Response::new(200)
+            .header("Content-Length", "99")
+            .header("Transfer-Encoding", "chunked")
+            .header("Connection", "keep-alive");
+        match request.path() {
+            "/close" => Response::new(200).header("Connection", "close").body("bye"),
+            "/stream" => response.body(Body::reader(&b"streamed"[..])),
+            _ => response.body("hi"),
+        }
+    });
+    let answer = server.send("GET / HTTP/1.1\r\nHost: x\r\n\r\nGET /stream HTTP/1.1\r\nHost: x\r\n\r\n");
+    let answers = replies(&answer);
+    assert_eq!((answers[0].text(), answers[1].text()), ("hi".to_owned(), "streamed".to_owned()), "{answer:?}");
+    assert_eq!(answer.matches("Content-Length").count(), 1, "{answer:?}");
+    assert_eq!(answer.matches("Transfer-Encoding").count(), 1, "{answer:?}");
+    assert!(!answer.contains("Connection"), "{answer:?}");
+    let answer = server.send("GET /close HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(count_responses(&answer), 1, "the handler's Connection: close ends the connection: {answer:?}");
+    assert!(answer.contains("\r\nConnection: close\r\n") && answer.ends_with("bye"), "{answer:?}");
+}
