@@ -40,6 +40,7 @@ fn site() -> Site {
     symlink(outside.path().join("secret.txt"), tree.path().join("escape")).unwrap();
     symlink(format!("../../{}", outside_name(&outside)), tree.path().join("dir/up")).unwrap();
     symlink("hello.txt", tree.path().join("inside")).unwrap();
+    symlink("loop", tree.path().join("loop")).unwrap();
     let files = StaticFiles::new(tree.path()).unwrap();
     Site { server: Running::start(files), tree, outside }
 }
@@ -183,7 +184,11 @@ fn every_way_out_of_the_root_is_refused() {
         ("/dir%2fa%20b.txt".to_owned(), 400),
         ("/hello.txt%00.png".to_owned(), 400),
         ("/hello%zz".to_owned(), 400),
+        (format!("/%252e%252e/{out}/secret.txt"), 404),
+        (format!("/%c0%ae%c0%ae/{out}/secret.txt"), 404),
+        (format!("/..%5c..%5c{out}%5csecret.txt"), 404),
         ("/escape".to_owned(), 404),
+        ("/loop".to_owned(), 404),
         ("/dir/up/secret.txt".to_owned(), 404),
         (format!("http://x/../{out}/secret.txt"), 400),
     ];
