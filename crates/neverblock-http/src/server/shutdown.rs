@@ -102,18 +102,60 @@ pub struct ServerStats {
 impl ServerHandle {
     /// Starts a graceful shutdown: stop accepting, close idle connections, let requests in flight
     /// finish (up to the shutdown timeout), then make the server's `run` return. Returns at once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Request, Response, Server};
+    ///
+    /// let server = Server::bind("127.0.0.1:0").unwrap();
+    /// let handle = server.handle();
+    /// let running = std::thread::spawn(move || server.run(|_: &mut Request<'_>| Response::new(204)));
+    /// handle.shutdown();
+    /// assert!(running.join().unwrap().is_ok(), "run returned");
+    /// ```
     pub fn shutdown(&self) {
         self.shared.stopping.store(true, SeqCst);
         self.shared.wake_all();
     }
 
     /// Shuts down without waiting for requests in flight: every connection is closed now.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Request, Response, Server};
+    ///
+    /// let server = Server::bind("127.0.0.1:0").unwrap();
+    /// let handle = server.handle();
+    /// let running = std::thread::spawn(move || server.run(|_: &mut Request<'_>| Response::new(204)));
+    /// handle.shutdown_now();
+    /// running.join().unwrap().unwrap();
+    /// ```
     pub fn shutdown_now(&self) {
         self.shared.forced.store(true, SeqCst);
         self.shutdown();
     }
 
     /// The counters so far.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io::{Read, Write};
+    /// use neverblock_http::server::{Request, Response, Server};
+    ///
+    /// let server = Server::builder().workers(1).bind("127.0.0.1:0").unwrap();
+    /// let (addr, handle) = (server.local_addr(), server.handle());
+    /// let running = std::thread::spawn(move || server.run(|_: &mut Request<'_>| Response::new(204)));
+    /// let mut client = std::net::TcpStream::connect(addr).unwrap();
+    /// client.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    /// client.read_to_end(&mut Vec::new()).unwrap();
+    /// let stats = handle.stats();
+    /// assert_eq!((stats.accepted, stats.requests), (1, 1));
+    /// handle.shutdown();
+    /// running.join().unwrap().unwrap();
+    /// ```
     pub fn stats(&self) -> ServerStats {
         let mut stats = ServerStats::default();
         for c in &self.shared.counters {

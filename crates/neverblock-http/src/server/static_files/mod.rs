@@ -79,6 +79,18 @@ impl StaticFiles {
     /// # Errors
     ///
     /// [`ErrorKind::Io`] if `root` is not a directory that can be opened.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::StaticFiles;
+    /// use neverblock_http::ErrorKind;
+    ///
+    /// let files = StaticFiles::new(std::env::temp_dir()).unwrap();
+    /// # drop(files);
+    /// let missing = StaticFiles::new("/no/such/directory").unwrap_err();
+    /// assert_eq!(missing.kind(), ErrorKind::Io);
+    /// ```
     pub fn new(root: impl AsRef<Path>) -> Result<StaticFiles, Error> {
         let root = root.as_ref();
         let opened = Root::open(root)
@@ -87,17 +99,50 @@ impl StaticFiles {
     }
 
     /// Whether to send `name.gz` to clients that accept gzip (default: yes).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::StaticFiles;
+    ///
+    /// // `name.gz` is sent as it is, never in place of `name`.
+    /// let files = StaticFiles::new(std::env::temp_dir()).unwrap().precompressed(false);
+    /// # drop(files);
+    /// ```
     pub fn precompressed(mut self, on: bool) -> StaticFiles {
         self.precompressed = on;
         self
     }
 
     /// The root directory, made canonical.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::StaticFiles;
+    ///
+    /// let files = StaticFiles::new(".").unwrap();
+    /// assert!(files.root().is_absolute());
+    /// ```
     pub fn root(&self) -> &Path {
         self.root.path()
     }
 
     /// The response to `request`: the file its path names under the root.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Request, Response, StaticFiles};
+    ///
+    /// let files = StaticFiles::new(std::env::temp_dir()).unwrap();
+    /// // The files, with a health check in front of them.
+    /// let handler = move |request: &mut Request<'_>| match request.path() {
+    ///     "/health" => Response::new(200).body("ok\n"),
+    ///     _ => files.serve(request),
+    /// };
+    /// # let _ = handler;
+    /// ```
     pub fn serve(&self, request: &Request<'_>) -> Response {
         self.serve_path(request, request.path())
     }
