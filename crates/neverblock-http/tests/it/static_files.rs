@@ -288,3 +288,23 @@ fn dates_past_the_servers_clock_are_not_believed() {
     let date = httpdate::parse_http_date(reply.header("date").unwrap()).unwrap();
     assert!(last_modified <= date, "RFC 9110 §8.8.2.1: never later than the response's Date");
 }
+
+#[test]
+fn ranges_past_4_gib_are_served() {
+    let tree = TempDir::new("huge");
+    let size: u64 = 5 << 30;
+    let file = std::fs::File::create(tree.path().join("huge.bin")).unwrap();
+    file.set_len(size).unwrap(); // sparse: no disk space
+    std::os::unix::fs::FileExt::write_all_at(&file, b"END", size - 3).unwrap();
+    let server = Running::start(StaticFiles::new(tree.path()).unwrap());
+    let get = |range: &str| {
+        replies(server.send_bytes(format!("GET /huge.bin HTTP/1.1\r\nHost: x\r\nRange: bytes={range}\r\n\r\n")))
+            .remove(0)
+    };
+    let tail = get("-5");
+    assert_eq!((tail.status, tail.body.as_slice()), (206, &b"\0\0END"[..]));
+    assert_eq!(tail.header("content-range"), Some(format!("bytes {}-{}/{size}", size - 5, size - 1).as_str()));
+    let sent = get(&format!("{}-", size - 100_000));
+    assert_eq!((sent.status, sent.body.len()), (206, 100_000), "by sendfile, from past 4 GiB");
+    assert!(sent.body.ends_with(b"\0END"));
+}
