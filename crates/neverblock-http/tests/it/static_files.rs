@@ -108,6 +108,9 @@ fn preconditions_answer_304_and_412_in_rfc_order() {
         (format!("If-Unmodified-Since: {date}\r\n"), 200),
         (format!("If-Match: {etag}\r\nIf-Unmodified-Since: {old}\r\n"), 200),
         (format!("If-Match: \"other\"\r\nIf-None-Match: {etag}\r\n"), 412),
+        // A list field may come in several lines (RFC 9110 §5.3): all of them count.
+        (format!("If-None-Match: \"other\"\r\nIf-None-Match: {etag}\r\n"), 304),
+        (format!("If-Match: \"other\"\r\nif-match: {etag}\r\n"), 200),
     ];
     for (fields, status) in cases {
         let reply = site.get("/hello.txt", &fields);
@@ -215,6 +218,8 @@ fn a_gzip_sibling_is_sent_to_clients_that_accept_it() {
     assert_eq!(plain.header("vary"), Some("Accept-Encoding"));
     assert_ne!(plain.header("etag"), gz.header("etag"), "two representations, two tags");
     assert_eq!(site.get("/hello.txt", "Accept-Encoding: gzip\r\n").text(), "hello, file\n", "no sibling, no gzip");
+    let split = site.get("/page.html", "Accept-Encoding: br\r\nAccept-Encoding: gzip\r\n");
+    assert_eq!(split.header("content-encoding"), Some("gzip"), "a list in two lines");
 }
 
 #[test]

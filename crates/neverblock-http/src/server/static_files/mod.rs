@@ -11,6 +11,7 @@ mod open;
 mod path;
 mod range;
 
+use std::borrow::Cow;
 use std::fs::{File, Metadata};
 use std::io;
 use std::os::unix::fs::MetadataExt;
@@ -194,7 +195,7 @@ impl StaticFiles {
             return error_response(403, "not a regular file");
         }
         let content_type = content_type(&relative);
-        if self.precompressed && accepts_gzip(request.header("accept-encoding")) {
+        if self.precompressed && accepts_gzip(list_field(request, "accept-encoding").as_deref()) {
             let mut gz = relative.into_os_string();
             gz.push(".gz");
             if let Ok((gz_file, gz_meta)) = self.open(Path::new(&gz)) {
@@ -259,10 +260,11 @@ impl StaticFiles {
         let modified = meta.modified().unwrap_or(UNIX_EPOCH).min(now);
         let etag = etag(meta);
         let last_modified = httpdate::fmt_http_date(conditional::to_second(modified));
+        let (if_match, if_none_match) = (list_field(request, "if-match"), list_field(request, "if-none-match"));
         let conditions = Conditions {
-            if_match: request.header("if-match"),
+            if_match: if_match.as_deref(),
             if_unmodified_since: request.header("if-unmodified-since"),
-            if_none_match: request.header("if-none-match"),
+            if_none_match: if_none_match.as_deref(),
             if_modified_since: request.header("if-modified-since"),
             if_range: request.header("if-range"),
         };
@@ -308,6 +310,15 @@ impl Handler for StaticFiles {
     fn handle(&self, request: &mut Request<'_>) -> Response {
         self.serve(request)
     }
+}
+
+/// The value of a list field (RFC 9110 §5.3): its lines joined with commas when it has several.
+fn list_field<'r>(request: &'r Request<'_>, name: &str) -> Option<Cow<'r, str>> {
+    let mut values = request.headers().filter(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v);
+    let first = std::str::from_utf8(values.next()?).ok()?;
+    values.try_fold(Cow::Borrowed(first), |joined, next| {
+        Some(Cow::Owned(format!("{joined}, {}", std::str::from_utf8(next).ok()?)))
+    })
 }
 
 /// 301 to the directory's URL with its slash: relative (the last segment and `/`), so a path that
