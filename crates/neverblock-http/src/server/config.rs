@@ -108,6 +108,15 @@ impl fmt::Debug for ServerBuilder {
 impl ServerBuilder {
     /// Runs `n` loops, one thread each, each accepting on its own listener (`SO_REUSEPORT`)
     /// (default: [`available_threads`](neverblock::runtime::available_threads)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Server;
+    ///
+    /// let server = Server::builder().workers(2).bind("127.0.0.1:0").unwrap();
+    /// # drop(server);
+    /// ```
     pub fn workers(mut self, n: usize) -> ServerBuilder {
         self.workers = Some(n.max(1));
         self
@@ -115,24 +124,64 @@ impl ServerBuilder {
 
     /// How long a request head may take from its first byte (a new connection's first head: from
     /// the connection's start). Past it, the client gets 408 and the connection closes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Server;
+    /// use std::time::Duration;
+    ///
+    /// let server = Server::builder().header_timeout(Duration::from_secs(5)).bind("127.0.0.1:0").unwrap();
+    /// # drop(server);
+    /// ```
     pub fn header_timeout(mut self, timeout: Duration) -> ServerBuilder {
         self.timeouts.header = timeout;
         self
     }
 
     /// How long a kept-alive connection may wait for its next request.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Server;
+    /// use std::time::Duration;
+    ///
+    /// let server = Server::builder().keep_alive_timeout(Duration::from_secs(15)).bind("127.0.0.1:0").unwrap();
+    /// # drop(server);
+    /// ```
     pub fn keep_alive_timeout(mut self, timeout: Duration) -> ServerBuilder {
         self.timeouts.keep_alive = timeout;
         self
     }
 
     /// How long one read of a request body may wait (and the grace before the minimum rate).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Server;
+    /// use std::time::Duration;
+    ///
+    /// let server = Server::builder().body_timeout(Duration::from_secs(10)).bind("127.0.0.1:0").unwrap();
+    /// # drop(server);
+    /// ```
     pub fn body_timeout(mut self, timeout: Duration) -> ServerBuilder {
         self.timeouts.body = timeout;
         self
     }
 
     /// How long one write of a response may wait (and the grace before the minimum rate).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Server;
+    /// use std::time::Duration;
+    ///
+    /// let server = Server::builder().send_timeout(Duration::from_secs(10)).bind("127.0.0.1:0").unwrap();
+    /// # drop(server);
+    /// ```
     pub fn send_timeout(mut self, timeout: Duration) -> ServerBuilder {
         self.timeouts.send = timeout;
         self
@@ -140,36 +189,91 @@ impl ServerBuilder {
 
     /// The minimum average rate, in bytes a second, of a body in either direction while the server
     /// waits on the client, once the body or send timeout has been spent waiting (0: none).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Server;
+    /// // Uploads and downloads slower than 10 kB/s, once the grace is spent, are dropped.
+    /// let server = Server::builder().min_data_rate(10_000).bind("127.0.0.1:0").unwrap();
+    /// # drop(server);
+    /// ```
     pub fn min_data_rate(mut self, bytes_per_second: u64) -> ServerBuilder {
         self.timeouts.min_rate = bytes_per_second;
         self
     }
 
     /// How long a graceful shutdown waits for requests in flight before closing their connections.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Server;
+    /// use std::time::Duration;
+    ///
+    /// let server = Server::builder().shutdown_timeout(Duration::from_secs(30)).bind("127.0.0.1:0").unwrap();
+    /// # drop(server);
+    /// ```
     pub fn shutdown_timeout(mut self, timeout: Duration) -> ServerBuilder {
         self.timeouts.shutdown = timeout;
         self
     }
 
     /// The longest request line (method, target, version); longer ones get 414.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Server;
+    ///
+    /// let server = Server::builder().max_request_line(2048).bind("127.0.0.1:0").unwrap();
+    /// # drop(server);
+    /// ```
     pub fn max_request_line(mut self, bytes: usize) -> ServerBuilder {
         self.limits.max_line = bytes;
         self
     }
 
     /// The longest request head; longer ones get 431.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Server;
+    ///
+    /// let server = Server::builder().max_head(16 * 1024).bind("127.0.0.1:0").unwrap();
+    /// # drop(server);
+    /// ```
     pub fn max_head(mut self, bytes: usize) -> ServerBuilder {
         self.limits.max_head = bytes;
         self
     }
 
     /// The most header fields in a request (at most 256); more get 431.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Server;
+    ///
+    /// let server = Server::builder().max_headers(50).bind("127.0.0.1:0").unwrap();
+    /// # drop(server);
+    /// ```
     pub fn max_headers(mut self, n: usize) -> ServerBuilder {
         self.limits.max_headers = n.clamp(1, MAX_HEADERS_CAP);
         self
     }
 
     /// The longest request body; longer ones get 413.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Server;
+    /// // Uploads up to 100 MiB.
+    /// let server = Server::builder().max_body(100 << 20).bind("127.0.0.1:0").unwrap();
+    /// # drop(server);
+    /// ```
     pub fn max_body(mut self, bytes: u64) -> ServerBuilder {
         self.limits.max_body = bytes;
         self
@@ -177,6 +281,18 @@ impl ServerBuilder {
 
     /// Calls `hook` after each response, on the connection's fiber, with the request and what was
     /// sent: the place for access logs and metrics. It should not block for long.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Exchange, Server};
+    ///
+    /// let server = Server::builder()
+    ///     .on_response(|x: &Exchange<'_>| log::info!("{} {} {} {}", x.method(), x.target(), x.status(), x.body_bytes()))
+    ///     .bind("127.0.0.1:0")
+    ///     .unwrap();
+    /// # drop(server);
+    /// ```
     pub fn on_response(mut self, hook: impl Fn(&Exchange<'_>) + Send + Sync + 'static) -> ServerBuilder {
         self.hook = Some(Arc::new(hook));
         self
@@ -184,6 +300,15 @@ impl ServerBuilder {
 
     /// Shuts the server down gracefully on SIGTERM or SIGINT while it runs; a second signal closes
     /// every connection at once. Once the server has returned, the signals act as by default again.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Server;
+    ///
+    /// let server = Server::builder().shutdown_on_signals().bind("127.0.0.1:0").unwrap();
+    /// # drop(server);
+    /// ```
     pub fn shutdown_on_signals(mut self) -> ServerBuilder {
         self.signals = true;
         self
@@ -195,6 +320,17 @@ impl ServerBuilder {
     ///
     /// [`ErrorKind::Listen`] if the address does not resolve or cannot be bound (in use, not
     /// allowed), naming it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Server;
+    /// use neverblock_http::ErrorKind;
+    ///
+    /// let server = Server::builder().workers(1).bind("127.0.0.1:0").unwrap();
+    /// let taken = Server::builder().bind(server.local_addr()).unwrap_err();
+    /// assert_eq!(taken.kind(), ErrorKind::Listen, "the port is in use");
+    /// ```
     pub fn bind(self, addr: impl ToSocketAddrs) -> Result<Server, Error> {
         let listen_error = |what: &str, e: std::io::Error| Error::with_source(ErrorKind::Listen, what.to_owned(), e);
         let addr = addr

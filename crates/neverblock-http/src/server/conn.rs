@@ -230,7 +230,7 @@ fn report(
 
 /// The message of a panic raised with `panic!` (a `&str` or `String` payload), or a
 /// placeholder for any other payload (`panic_any`).
-fn panic_message(payload: &(dyn Any + Send)) -> &str {
+pub(super) fn panic_message(payload: &(dyn Any + Send)) -> &str {
     payload
         .downcast_ref::<&str>()
         .copied()

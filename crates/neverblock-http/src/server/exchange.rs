@@ -43,16 +43,52 @@ pub struct Exchange<'a> {
 
 impl Exchange<'_> {
     /// The request's method; empty if its head could not be parsed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Exchange, Server};
+    ///
+    /// let server = Server::builder()
+    ///     .on_response(|x: &Exchange<'_>| log::info!("{}", x.method()))
+    ///     .bind("127.0.0.1:0")
+    ///     .unwrap();
+    /// # drop(server);
+    /// ```
     pub fn method(&self) -> &str {
         self.head.map_or("", Head::method)
     }
 
     /// The request target as sent; empty if the head could not be parsed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Exchange, Server};
+    ///
+    /// let server = Server::builder()
+    ///     .on_response(|x: &Exchange<'_>| log::info!("{}", x.target()))
+    ///     .bind("127.0.0.1:0")
+    ///     .unwrap();
+    /// # drop(server);
+    /// ```
     pub fn target(&self) -> &str {
         self.head.map_or("", Head::target)
     }
 
     /// The target's path, percent-encoded; empty if the request was refused before it was split.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Exchange, Server};
+    ///
+    /// let server = Server::builder()
+    ///     .on_response(|x: &Exchange<'_>| log::info!("{}", x.path()))
+    ///     .bind("127.0.0.1:0")
+    ///     .unwrap();
+    /// # drop(server);
+    /// ```
     pub fn path(&self) -> &str {
         match (self.head, self.message) {
             (Some(head), Some(message)) => &head.target()[message.path.clone()],
@@ -61,57 +97,189 @@ impl Exchange<'_> {
     }
 
     /// The target's query, after its `?`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Exchange, Server};
+    ///
+    /// let server = Server::builder()
+    ///     .on_response(|x: &Exchange<'_>| log::info!("{}", x.query().unwrap_or("-")))
+    ///     .bind("127.0.0.1:0")
+    ///     .unwrap();
+    /// # drop(server);
+    /// ```
     pub fn query(&self) -> Option<&str> {
         let (head, message) = (self.head?, self.message?);
         message.query.clone().map(|q| &head.target()[q])
     }
 
     /// The request's version, if the server took the request.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Exchange, Server};
+    ///
+    /// let server = Server::builder()
+    ///     .on_response(|x: &Exchange<'_>| log::info!("{:?}", x.version()))
+    ///     .bind("127.0.0.1:0")
+    ///     .unwrap();
+    /// # drop(server);
+    /// ```
     pub fn version(&self) -> Option<Version> {
         self.message.map(|message| Version::of_minor(message.version))
     }
 
     /// The first request field called `name` (any case), if it is text.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Exchange, Server};
+    ///
+    /// let server = Server::builder()
+    ///     .on_response(|x: &Exchange<'_>| log::info!("{}", x.request_header("referer").unwrap_or("-")))
+    ///     .bind("127.0.0.1:0")
+    ///     .unwrap();
+    /// # drop(server);
+    /// ```
     pub fn request_header(&self, name: &str) -> Option<&str> {
         self.head.and_then(|head| head.get(name)).and_then(|v| std::str::from_utf8(v).ok())
     }
 
     /// The status sent.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Exchange, Server};
+    ///
+    /// let server = Server::builder()
+    ///     .on_response(|x: &Exchange<'_>| if x.status() >= 500 { log::warn!("{} {} failed", x.method(), x.target()) })
+    ///     .bind("127.0.0.1:0")
+    ///     .unwrap();
+    /// # drop(server);
+    /// ```
     pub fn status(&self) -> u16 {
         self.response.status()
     }
 
     /// The first response field called `name` (any case) the handler set.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Exchange, Server};
+    ///
+    /// let server = Server::builder()
+    ///     .on_response(|x: &Exchange<'_>| log::info!("{}", x.response_header("content-type").unwrap_or("-")))
+    ///     .bind("127.0.0.1:0")
+    ///     .unwrap();
+    /// # drop(server);
+    /// ```
     pub fn response_header(&self, name: &str) -> Option<&str> {
         self.response.header_value(name)
     }
 
     /// Body bytes sent (not counting the head or chunked framing).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Exchange, Server};
+    ///
+    /// let server = Server::builder()
+    ///     .on_response(|x: &Exchange<'_>| log::info!("{} bytes", x.body_bytes()))
+    ///     .bind("127.0.0.1:0")
+    ///     .unwrap();
+    /// # drop(server);
+    /// ```
     pub fn body_bytes(&self) -> u64 {
         self.body_bytes
     }
 
     /// Whether the whole response went out.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Exchange, Server};
+    ///
+    /// let server = Server::builder()
+    ///     .on_response(|x: &Exchange<'_>| if !x.completed() { log::info!("{} left early", x.peer_addr()) })
+    ///     .bind("127.0.0.1:0")
+    ///     .unwrap();
+    /// # drop(server);
+    /// ```
     pub fn completed(&self) -> bool {
         self.complete
     }
 
     /// The client's address.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Exchange, Server};
+    ///
+    /// let server = Server::builder()
+    ///     .on_response(|x: &Exchange<'_>| log::info!("{}", x.peer_addr()))
+    ///     .bind("127.0.0.1:0")
+    ///     .unwrap();
+    /// # drop(server);
+    /// ```
     pub fn peer_addr(&self) -> SocketAddr {
         self.peer
     }
 
     /// The address the client connected to.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Exchange, Server};
+    ///
+    /// let server = Server::builder()
+    ///     .on_response(|x: &Exchange<'_>| log::info!("{}", x.local_addr()))
+    ///     .bind("127.0.0.1:0")
+    ///     .unwrap();
+    /// # drop(server);
+    /// ```
     pub fn local_addr(&self) -> SocketAddr {
         self.local
     }
 
     /// When the request's head had arrived.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Exchange, Server};
+    ///
+    /// let server = Server::builder()
+    ///     .on_response(|x: &Exchange<'_>| log::info!("{:?}", x.started()))
+    ///     .bind("127.0.0.1:0")
+    ///     .unwrap();
+    /// # drop(server);
+    /// ```
     pub fn started(&self) -> SystemTime {
         self.started
     }
 
     /// From the request's head arriving to the response's last byte going out.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Exchange, Server};
+    ///
+    /// let server = Server::builder()
+    ///     .on_response(|x: &Exchange<'_>| log::info!("{:?}", x.duration()))
+    ///     .bind("127.0.0.1:0")
+    ///     .unwrap();
+    /// # drop(server);
+    /// ```
     pub fn duration(&self) -> Duration {
         self.duration
     }

@@ -76,7 +76,8 @@ use shutdown::{Shared, Signals};
 ///
 /// The server calls it on each request's connection fiber, on whichever loop accepted the
 /// connection, so it runs on many threads at once; it may park (read a socket, sleep, query a
-/// database) and so park only its own fiber. A panic in it answers 500 and closes its connection.
+/// database) and so park only its own fiber. A panic in it, or in the reader of the body it
+/// returns before the body's first byte, answers 500 and closes its connection.
 ///
 /// # Examples
 ///
@@ -142,6 +143,15 @@ struct Loop {
 
 impl Server {
     /// Settings for a new server.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Server;
+    ///
+    /// let server = Server::builder().workers(1).bind("127.0.0.1:0").unwrap();
+    /// # drop(server);
+    /// ```
     pub fn builder() -> ServerBuilder {
         ServerBuilder::default()
     }
@@ -151,16 +161,46 @@ impl Server {
     /// # Errors
     ///
     /// As [`ServerBuilder::bind`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Server;
+    ///
+    /// let server = Server::bind("127.0.0.1:0").unwrap();
+    /// # drop(server);
+    /// ```
     pub fn bind(addr: impl std::net::ToSocketAddrs) -> Result<Server, Error> {
         ServerBuilder::default().bind(addr)
     }
 
     /// The address it listens on (with the port picked, for port 0).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Server;
+    ///
+    /// let server = Server::bind("127.0.0.1:0").unwrap();
+    /// assert_ne!(server.local_addr().port(), 0, "port 0 picked a free port");
+    /// ```
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
     }
 
     /// A handle to shut it down with, from any thread.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Request, Response, Server};
+    ///
+    /// let server = Server::bind("127.0.0.1:0").unwrap();
+    /// let handle = server.handle();
+    /// let running = std::thread::spawn(move || server.run(|_: &mut Request<'_>| Response::new(204)));
+    /// handle.shutdown();
+    /// running.join().unwrap().unwrap();
+    /// ```
     pub fn handle(&self) -> ServerHandle {
         ServerHandle { shared: self.shared.clone() }
     }
@@ -177,6 +217,24 @@ impl Server {
     /// # Panics
     ///
     /// If called inside a neverblock runtime (the server runs its own).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io::{Read, Write};
+    /// use neverblock_http::server::{Request, Response, Server};
+    ///
+    /// let server = Server::builder().workers(1).bind("127.0.0.1:0").unwrap();
+    /// let (addr, handle) = (server.local_addr(), server.handle());
+    /// let running = std::thread::spawn(move || server.run(|_: &mut Request<'_>| Response::new(200).body("up\n")));
+    /// let mut client = std::net::TcpStream::connect(addr).unwrap();
+    /// client.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    /// let mut answer = String::new();
+    /// client.read_to_string(&mut answer).unwrap();
+    /// assert!(answer.ends_with("\r\n\r\nup\n"));
+    /// handle.shutdown();
+    /// running.join().unwrap().unwrap();
+    /// ```
     pub fn run(self, handler: impl Handler) -> Result<(), Error> {
         let Server { listeners, settings, shared, .. } = self;
         let config = Arc::new(settings.config(Arc::new(handler)));

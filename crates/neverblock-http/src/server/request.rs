@@ -78,56 +78,193 @@ pub struct Request<'a> {
 
 impl<'a> Request<'a> {
     /// The method, as sent (`GET`, `POST`, …).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Request, Response};
+    ///
+    /// fn handler(request: &mut Request<'_>) -> Response {
+    ///     match request.method() {
+    ///         "GET" | "HEAD" => Response::new(200).body("hello\n"),
+    ///         _ => Response::new(405).header("Allow", "GET, HEAD"),
+    ///     }
+    /// }
+    /// # let _ = handler;
+    /// ```
     pub fn method(&self) -> &str {
         self.head.method()
     }
 
     /// The request target as sent: `/path?query` (origin form), an absolute URL (to a proxy), or `*`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Request, Response};
+    ///
+    /// fn handler(request: &mut Request<'_>) -> Response {
+    ///     Response::new(200).body(format!("you sent {}\n", request.target()))
+    /// }
+    /// # let _ = handler;
+    /// ```
     pub fn target(&self) -> &str {
         self.head.target()
     }
 
     /// The target's path, still percent-encoded (`/a%20b`); empty for an absolute URL without one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Request, Response};
+    ///
+    /// fn handler(request: &mut Request<'_>) -> Response {
+    ///     match request.path() {
+    ///         "/" => Response::new(200).body("home\n"),
+    ///         _ => Response::new(404),
+    ///     }
+    /// }
+    /// # let _ = handler;
+    /// ```
     pub fn path(&self) -> &str {
         &self.head.target()[self.message.path.clone()]
     }
 
     /// The target's query, after the `?`, still percent-encoded.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Request, Response};
+    ///
+    /// fn handler(request: &mut Request<'_>) -> Response {
+    ///     let page = request.query().and_then(|q| q.strip_prefix("page=")).unwrap_or("1");
+    ///     Response::new(200).body(format!("page {page}\n"))
+    /// }
+    /// # let _ = handler;
+    /// ```
     pub fn query(&self) -> Option<&str> {
         self.message.query.clone().map(|q| &self.head.target()[q])
     }
 
     /// The HTTP version.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Request, Response, Version};
+    ///
+    /// fn handler(request: &mut Request<'_>) -> Response {
+    ///     match request.version() {
+    ///         Version::Http10 => Response::new(426).header("Upgrade", "HTTP/1.1"),
+    ///         _ => Response::new(204),
+    ///     }
+    /// }
+    /// # let _ = handler;
+    /// ```
     pub fn version(&self) -> Version {
         Version::of_minor(self.message.version)
     }
 
     /// The first field called `name` (any case), if its value is text.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Request, Response};
+    ///
+    /// fn handler(request: &mut Request<'_>) -> Response {
+    ///     let agent = request.header("user-agent").unwrap_or("someone");
+    ///     Response::new(200).body(format!("hello, {agent}\n"))
+    /// }
+    /// # let _ = handler;
+    /// ```
     pub fn header(&self, name: &str) -> Option<&str> {
         self.header_bytes(name).and_then(|v| std::str::from_utf8(v).ok())
     }
 
     /// The first field called `name` (any case), as bytes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Request, Response};
+    ///
+    /// fn handler(request: &mut Request<'_>) -> Response {
+    ///     let token = request.header_bytes("x-token").unwrap_or_default();
+    ///     Response::new(if token == b"secret" { 204 } else { 403 })
+    /// }
+    /// # let _ = handler;
+    /// ```
     pub fn header_bytes(&self, name: &str) -> Option<&[u8]> {
         self.head.get(name)
     }
 
     /// Every field, in the order received: names as sent, values without surrounding blanks.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Request, Response};
+    ///
+    /// fn handler(request: &mut Request<'_>) -> Response {
+    ///     let names: Vec<&str> = request.headers().map(|(name, _)| name).collect();
+    ///     Response::new(200).body(names.join("\n"))
+    /// }
+    /// # let _ = handler;
+    /// ```
     pub fn headers(&self) -> impl Iterator<Item = (&str, &[u8])> {
         self.head.fields()
     }
 
     /// The client's address.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Request, Response};
+    ///
+    /// fn handler(request: &mut Request<'_>) -> Response {
+    ///     Response::new(200).body(format!("your address is {}\n", request.peer_addr().ip()))
+    /// }
+    /// # let _ = handler;
+    /// ```
     pub fn peer_addr(&self) -> SocketAddr {
         self.peer
     }
 
     /// The address the client connected to.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Request, Response};
+    ///
+    /// fn handler(request: &mut Request<'_>) -> Response {
+    ///     Response::new(200).body(format!("served on port {}\n", request.local_addr().port()))
+    /// }
+    /// # let _ = handler;
+    /// ```
     pub fn local_addr(&self) -> SocketAddr {
         self.local
     }
 
     /// The body's length, when the client declared it (`Content-Length`; 0 without a body).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Request, Response};
+    ///
+    /// fn handler(request: &mut Request<'_>) -> Response {
+    ///     match request.content_length() {
+    ///         Some(n) if n > 1024 => Response::new(413),
+    ///         _ => Response::new(204),
+    ///     }
+    /// }
+    /// # let _ = handler;
+    /// ```
     pub fn content_length(&self) -> Option<u64> {
         match self.message.framing {
             crate::wire::Framing::None => Some(0),
@@ -137,6 +274,22 @@ impl<'a> Request<'a> {
     }
 
     /// The body, to read. The first read sends `100 Continue` when the client asked for it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io::Read;
+    /// use neverblock_http::server::{Request, Response};
+    ///
+    /// fn handler(request: &mut Request<'_>) -> Response {
+    ///     let mut text = String::new();
+    ///     match request.body().read_to_string(&mut text) {
+    ///         Ok(_) => Response::new(200).body(text.to_uppercase()),
+    ///         Err(_) => Response::new(400),
+    ///     }
+    /// }
+    /// # let _ = handler;
+    /// ```
     pub fn body(&mut self) -> &mut RequestBody<'a> {
         &mut self.body
     }
@@ -211,6 +364,21 @@ pub struct RequestBody<'a> {
 
 impl RequestBody<'_> {
     /// Whether the whole body has been read.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io::Read;
+    /// use neverblock_http::server::{Request, Response};
+    ///
+    /// fn handler(request: &mut Request<'_>) -> Response {
+    ///     let mut first = [0u8; 16];
+    ///     let n = request.body().read(&mut first).unwrap_or(0);
+    ///     let more = !request.body().is_finished();
+    ///     Response::new(200).body(format!("{n} bytes first; more to come: {more}\n"))
+    /// }
+    /// # let _ = handler;
+    /// ```
     pub fn is_finished(&self) -> bool {
         self.state.decoder.is_done()
     }

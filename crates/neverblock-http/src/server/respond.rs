@@ -1,10 +1,16 @@
 //! Writing a response: a head framed for its body, then the body as bytes, a stream (sized,
 //! chunked, or up to the end of the connection for HTTP/1.0) or a file range through `sendfile(2)`.
+//!
+//! A body whose reader fails (an error or a panic) before its first byte went out (its head still queued) is answered with a 500
+//! instead, after the responses queued before it; one that fails later ends the connection, so the
+//! client sees a response cut short, never one it could take for whole.
 
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
+use std::panic::{self, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
+use super::conn::panic_message;
 use super::date;
 use super::response::{Body, Response};
 use super::socket::{Budget, Socket};
@@ -65,10 +71,15 @@ pub(super) fn send(socket: &Socket, response: &mut Response, cx: Context) -> Sen
     let status = response.status();
     let no_body = matches!(status, 204 | 304);
     let length = response.body_ref().len();
-    let keep_length =
-        cx.head_request && response.body_ref().is_empty() && response.header_value("content-length").is_some();
+    // A HEAD response may say the GET response's length (never a 204's: RFC 9110 §8.6).
+    let keep_length = cx.head_request
+        && status != 204
+        && response.body_ref().is_empty()
+        && response.header_value("content-length").is_some();
     let chunked = !no_body && length.is_none() && cx.version == 1 && !cx.head_request;
     close |= !no_body && length.is_none() && cx.version == 0;
+    // Responses queued before this one (held for pipelined requests) end here.
+    let earlier = socket.pending().len();
     {
         let mut out = socket.pending();
         write_status_line(&mut out, status, reason_phrase(status));
@@ -102,6 +113,13 @@ pub(super) fn send(socket: &Socket, response: &mut Response, cx: Context) -> Sen
     });
     match result {
         Ok(body_bytes) => Sent { body_bytes, complete: true, close },
+        Err(Failure { error, .. }) if socket.pending().len() > earlier => {
+            // The head is still queued: nothing of this response has gone out, so a 500 can.
+            log::error!("the body of a {status} response failed before its first byte ({error}); answering 500");
+            socket.pending().truncate(earlier);
+            *response = error_response(500, "the response body failed");
+            send(socket, response, Context { close: true, hold: false, ..cx })
+        }
         Err(Failure { sent, error }) => {
             log::debug!("response {status} cut short after {sent} body bytes: {error}");
             Sent { body_bytes: sent, complete: false, close: true }
@@ -133,11 +151,11 @@ fn send_body(socket: &Socket, body: Body, chunked: bool) -> Result<u64, Failure>
             socket.clone().write_all(&bytes)?;
             Ok(bytes.len() as u64)
         }
-        Body::Reader { reader, len: Some(len) } => send_sized(socket, reader, len),
-        Body::Reader { reader, len: None } if chunked => send_chunked(socket, reader),
-        Body::Reader { mut reader, len: None } => {
+        Body::Reader { reader, len: Some(len) } => send_sized(socket, Guarded(reader), len),
+        Body::Reader { reader, len: None } if chunked => send_chunked(socket, Guarded(reader)),
+        Body::Reader { reader, len: None } => {
             let mut out = socket.clone();
-            io::copy(&mut reader, &mut out).map_err(|error| Failure { sent: 0, error })
+            io::copy(&mut Guarded(reader), &mut out).map_err(|error| Failure { sent: 0, error })
         }
         Body::File { file, offset, len } if len <= SMALL_FILE as u64 && queue_cached(socket, &file, offset, len) => {
             Ok(len)
@@ -177,8 +195,23 @@ fn queue_cached(socket: &Socket, file: &std::fs::File, offset: u64, len: u64) ->
     false
 }
 
+/// A handler's body reader, whose panics (the handler's code failing) come out as errors, so the
+/// client gets a 500 as for a panic in the handler, or a response cut short.
+struct Guarded(Box<dyn Read>);
+
+impl Read for Guarded {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        panic::catch_unwind(AssertUnwindSafe(|| self.0.read(buf))).unwrap_or_else(|payload| {
+            if neverblock::runtime::is_cancellation(&*payload) {
+                panic::resume_unwind(payload);
+            }
+            Err(io::Error::other(format!("the body's reader panicked: {}", panic_message(&*payload))))
+        })
+    }
+}
+
 /// Copies exactly `len` bytes of `reader`.
-fn send_sized(socket: &Socket, mut reader: Box<dyn Read>, len: u64) -> Result<u64, Failure> {
+fn send_sized(socket: &Socket, mut reader: impl Read, len: u64) -> Result<u64, Failure> {
     let mut buf = vec![0u8; STREAM_CHUNK.min(usize::try_from(len).unwrap_or(usize::MAX))];
     let mut out = socket.clone();
     let mut sent = 0u64;
@@ -197,7 +230,7 @@ fn send_sized(socket: &Socket, mut reader: Box<dyn Read>, len: u64) -> Result<u6
 }
 
 /// Sends what `reader` yields as chunks, one write each, then the last chunk.
-fn send_chunked(socket: &Socket, mut reader: Box<dyn Read>) -> Result<u64, Failure> {
+fn send_chunked(socket: &Socket, mut reader: impl Read) -> Result<u64, Failure> {
     let mut buf = vec![0u8; SIZE_ROOM + STREAM_CHUNK + 2];
     let mut out = socket.clone();
     let mut sent = 0u64;

@@ -12,7 +12,8 @@ use std::rc::Rc;
 /// The server writes `Date` (unless set here), and frames the body itself: `Content-Length` when
 /// the body's length is known, else `Transfer-Encoding: chunked` (HTTP/1.1) or the end of the
 /// connection (HTTP/1.0); `Content-Length` and `Transfer-Encoding` set here are dropped (but for
-/// `Content-Length` with an empty body answering HEAD, which describes the GET response).
+/// `Content-Length` with an empty body answering HEAD, which describes the GET response, unless the
+/// status is 204). 204 and 304 responses carry no body.
 /// `Connection: close` set here closes the connection after the response.
 ///
 /// # Examples
@@ -37,49 +38,134 @@ pub struct Response {
 
 impl Response {
     /// A response with `status` (200..=999), no fields and an empty body.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Response;
+    ///
+    /// let gone = Response::new(410);
+    /// assert_eq!((gone.status(), gone.body_ref().len()), (410, Some(0)));
+    /// ```
     pub fn new(status: u16) -> Response {
         Response { status, headers: Vec::new(), body: Body::Empty }
     }
 
     /// Adds a header field. Names and values with control bytes (CR, LF, NUL …) are refused when
     /// the response is sent: the server answers 500 instead, and logs why.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Response;
+    ///
+    /// let cached = Response::new(200).header("Cache-Control", "max-age=60").header("X-Served-By", format!("loop {}", 1));
+    /// assert_eq!(cached.header_value("cache-control"), Some("max-age=60"));
+    /// ```
     pub fn header(mut self, name: impl Into<Cow<'static, str>>, value: impl Into<Cow<'static, str>>) -> Response {
         self.headers.push((name.into(), value.into()));
         self
     }
 
     /// Sets the body.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Response;
+    ///
+    /// let hello = Response::new(200).body("hello\n");
+    /// assert_eq!(hello.body_ref().len(), Some(6));
+    /// ```
     pub fn body(mut self, body: impl Into<Body>) -> Response {
         self.body = body.into();
         self
     }
 
     /// The status code.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Response;
+    ///
+    /// assert_eq!(Response::new(404).status(), 404);
+    /// ```
     pub fn status(&self) -> u16 {
         self.status
     }
 
     /// Changes the status code.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Response;
+    ///
+    /// let mut response = Response::new(200);
+    /// response.set_status(503);
+    /// assert_eq!(response.status(), 503);
+    /// ```
     pub fn set_status(&mut self, status: u16) {
         self.status = status;
     }
 
     /// The value of the first field called `name` (any case).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Response;
+    ///
+    /// let response = Response::new(200).header("Content-Type", "text/plain");
+    /// assert_eq!(response.header_value("CONTENT-TYPE"), Some("text/plain"));
+    /// assert_eq!(response.header_value("etag"), None);
+    /// ```
     pub fn header_value(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| &**v)
     }
 
     /// Every field, in order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Response;
+    ///
+    /// let response = Response::new(200).header("Link", "</a.css>").header("Link", "</b.js>");
+    /// let links: Vec<&str> = response.headers().filter(|(name, _)| *name == "Link").map(|(_, v)| v).collect();
+    /// assert_eq!(links, ["</a.css>", "</b.js>"]);
+    /// ```
     pub fn headers(&self) -> impl Iterator<Item = (&str, &str)> {
         self.headers.iter().map(|(n, v)| (&**n, &**v))
     }
 
     /// Adds a field to a response already built.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Response;
+    ///
+    /// let mut response = Response::new(200);
+    /// response.append_header("Vary", "Accept-Encoding");
+    /// assert_eq!(response.header_value("vary"), Some("Accept-Encoding"));
+    /// ```
     pub fn append_header(&mut self, name: impl Into<Cow<'static, str>>, value: impl Into<Cow<'static, str>>) {
         self.headers.push((name.into(), value.into()));
     }
 
     /// Removes every field called `name` (any case); returns the first one's value.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Response;
+    ///
+    /// let mut response = Response::new(200).header("X-Internal", "a").header("x-internal", "b");
+    /// assert_eq!(response.remove_header("X-INTERNAL").as_deref(), Some("a"));
+    /// assert_eq!(response.headers().count(), 0);
+    /// ```
     pub fn remove_header(&mut self, name: &str) -> Option<Cow<'static, str>> {
         let mut first = None;
         self.headers.retain_mut(|(n, v)| {
@@ -93,11 +179,30 @@ impl Response {
     }
 
     /// The body.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Body, Response};
+    ///
+    /// let response = Response::new(200).body(vec![0u8; 3]);
+    /// assert!(matches!(response.body_ref(), Body::Bytes(bytes) if bytes.len() == 3));
+    /// ```
     pub fn body_ref(&self) -> &Body {
         &self.body
     }
 
     /// Takes the body out, leaving it empty.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Response;
+    ///
+    /// let mut response = Response::new(200).body("text");
+    /// let body = response.take_body();
+    /// assert_eq!((body.len(), response.body_ref().len()), (Some(4), Some(0)));
+    /// ```
     pub fn take_body(&mut self) -> Body {
         std::mem::replace(&mut self.body, Body::Empty)
     }
@@ -135,7 +240,9 @@ pub enum Body {
     Bytes(Cow<'static, [u8]>),
     /// What `reader` yields: `len` bytes, or (`None`) until it ends, sent chunked.
     Reader {
-        /// Read on the connection's fiber, in pieces of up to 32 KiB.
+        /// Read on the connection's fiber, in pieces of up to 32 KiB. If it fails (an error, a
+        /// panic, or fewer than `len` bytes) before the first piece, the client gets a 500 instead;
+        /// after, the connection closes with the response cut short.
         reader: Box<dyn Read>,
         /// How many bytes it yields, when known.
         len: Option<u64>,
@@ -154,21 +261,61 @@ pub enum Body {
 
 impl Body {
     /// A stream of unknown length, sent chunked.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Body;
+    ///
+    /// let lines = Body::reader(std::io::Cursor::new(b"one\ntwo\n".to_vec()));
+    /// assert_eq!(lines.len(), None);
+    /// ```
     pub fn reader(reader: impl Read + 'static) -> Body {
         Body::Reader { reader: Box::new(reader), len: None }
     }
 
     /// A stream of exactly `len` bytes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io::Read;
+    /// use neverblock_http::server::Body;
+    ///
+    /// let zeros = Body::sized_reader(std::io::repeat(0).take(1 << 20), 1 << 20);
+    /// assert_eq!(zeros.len(), Some(1 << 20));
+    /// ```
     pub fn sized_reader(reader: impl Read + 'static, len: u64) -> Body {
         Body::Reader { reader: Box::new(reader), len: Some(len) }
     }
 
     /// `len` bytes of `file` from `offset`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Body;
+    ///
+    /// let path = std::env::temp_dir().join(format!("body-file-doc-{}", std::process::id()));
+    /// std::fs::write(&path, b"0123456789").unwrap();
+    /// let middle = Body::file(std::fs::File::open(&path).unwrap(), 2, 5);
+    /// assert_eq!(middle.len(), Some(5));
+    /// # std::fs::remove_file(path).unwrap();
+    /// ```
     pub fn file(file: File, offset: u64, len: u64) -> Body {
         Body::File { file: Rc::new(file), offset, len }
     }
 
     /// The body's length, when known.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Body;
+    ///
+    /// assert_eq!(Body::from("four").len(), Some(4));
+    /// assert_eq!(Body::reader(std::io::empty()).len(), None);
+    /// ```
     pub fn len(&self) -> Option<u64> {
         match self {
             Body::Empty => Some(0),
@@ -179,6 +326,15 @@ impl Body {
     }
 
     /// Whether the body is known to be empty.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Body;
+    ///
+    /// assert!(Body::Empty.is_empty() && Body::from("").is_empty());
+    /// assert!(!Body::reader(std::io::empty()).is_empty(), "its length is not known");
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len() == Some(0)
     }

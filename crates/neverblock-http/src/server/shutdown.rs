@@ -102,18 +102,60 @@ pub struct ServerStats {
 impl ServerHandle {
     /// Starts a graceful shutdown: stop accepting, close idle connections, let requests in flight
     /// finish (up to the shutdown timeout), then make the server's `run` return. Returns at once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Request, Response, Server};
+    ///
+    /// let server = Server::bind("127.0.0.1:0").unwrap();
+    /// let handle = server.handle();
+    /// let running = std::thread::spawn(move || server.run(|_: &mut Request<'_>| Response::new(204)));
+    /// handle.shutdown();
+    /// assert!(running.join().unwrap().is_ok(), "run returned");
+    /// ```
     pub fn shutdown(&self) {
         self.shared.stopping.store(true, SeqCst);
         self.shared.wake_all();
     }
 
     /// Shuts down without waiting for requests in flight: every connection is closed now.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Request, Response, Server};
+    ///
+    /// let server = Server::bind("127.0.0.1:0").unwrap();
+    /// let handle = server.handle();
+    /// let running = std::thread::spawn(move || server.run(|_: &mut Request<'_>| Response::new(204)));
+    /// handle.shutdown_now();
+    /// running.join().unwrap().unwrap();
+    /// ```
     pub fn shutdown_now(&self) {
         self.shared.forced.store(true, SeqCst);
         self.shutdown();
     }
 
     /// The counters so far.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io::{Read, Write};
+    /// use neverblock_http::server::{Request, Response, Server};
+    ///
+    /// let server = Server::builder().workers(1).bind("127.0.0.1:0").unwrap();
+    /// let (addr, handle) = (server.local_addr(), server.handle());
+    /// let running = std::thread::spawn(move || server.run(|_: &mut Request<'_>| Response::new(204)));
+    /// let mut client = std::net::TcpStream::connect(addr).unwrap();
+    /// client.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    /// client.read_to_end(&mut Vec::new()).unwrap();
+    /// let stats = handle.stats();
+    /// assert_eq!((stats.accepted, stats.requests), (1, 1));
+    /// handle.shutdown();
+    /// running.join().unwrap().unwrap();
+    /// ```
     pub fn stats(&self) -> ServerStats {
         let mut stats = ServerStats::default();
         for c in &self.shared.counters {
@@ -208,12 +250,14 @@ impl Signals {
         };
         let mut signals = 0;
         let mut bytes = [0u8; 16];
+        // A byte a signal; two signals may come in one read.
         while let Ok(n @ 1..) = reader.read(&mut bytes) {
-            signals += n;
-            if signals == n {
+            if signals == 0 {
                 log::warn!("signal received: shutting down gracefully (another closes every connection now)");
                 handle.shutdown();
-            } else {
+            }
+            signals += n;
+            if signals > 1 {
                 log::warn!("signal received again: closing every connection now");
                 handle.shutdown_now();
             }
@@ -236,3 +280,23 @@ impl Drop for Signals {
 
 /// The signals a server shuts down on.
 const SIGNALS: [i32; 2] = [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT];
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    #[test]
+    fn two_signals_read_at_once_close_every_connection() {
+        let (reader, mut writer) = UnixStream::pair().unwrap();
+        reader.set_nonblocking(true).unwrap();
+        // Both bytes wait before the watcher reads: it gets them in one read.
+        writer.write_all(&[15, 15]).unwrap();
+        drop(writer);
+        let handle = super::super::ServerHandle { shared: Arc::new(Shared::new(1)) };
+        let watched = handle.clone();
+        neverblock::run(move || Signals::watch(reader, watched));
+        assert!(handle.shared.stopping.load(SeqCst) && handle.shared.forced.load(SeqCst));
+    }
+}

@@ -121,14 +121,15 @@ pub(crate) fn read_line<S: Read>(
 }
 
 /// Reads and discards a trailer section, which may not be longer than a head; each field must look
-/// like one (a token, a colon), as in a head.
+/// like one (a token, a colon, a value without control bytes but tab), as in a head.
 pub(crate) fn read_trailers<S: Read>(conn: &mut BufferedConn<S>, limits: &Limits, side: &str) -> Result<(), WireError> {
     let mut total = 0;
     loop {
         let line = read_line(conn, limits.max_head, side, "a trailer field")?;
         let field = &conn.buffered()[..line - 2];
         let name = token_len(field);
-        if line > 2 && (name == 0 || field.get(name) != Some(&b':')) {
+        let value_is_text = || field[name + 1..].iter().all(|&b| b == b'\t' || (b >= 0x20 && b != 0x7f));
+        if line > 2 && (name == 0 || field.get(name) != Some(&b':') || !value_is_text()) {
             return Err(WireError::Malformed(format!("malformed {side} body: invalid trailer field")));
         }
         conn.consume(line);

@@ -7,8 +7,9 @@
 //! `100-continue` (417); a declared body over the limit (413); and as 400 everything two parsers
 //! could read two ways, which is how requests are smuggled: `Transfer-Encoding` together with
 //! `Content-Length`, `Content-Length`s that differ or are not plain decimals, `chunked` not last
-//! or twice, `Transfer-Encoding` in HTTP/1.0, a missing or repeated `Host` in HTTP/1.1, and (by
-//! httparse) obsolete line folding, whitespace before a colon, and control bytes in a field.
+//! or twice, an empty `Transfer-Encoding`, `Transfer-Encoding` in HTTP/1.0, a `Host` missing (in
+//! HTTP/1.1), repeated or not a host, and (by httparse) obsolete line folding, whitespace before a
+//! colon, and control bytes in a field.
 
 use std::borrow::Cow;
 use std::io::{self, Read};
@@ -74,9 +75,10 @@ pub(crate) fn read_request_head<S: Read>(
     // Bytes at the end of the buffer not yet parsed; a head can only have ended if they hold a LF.
     let mut new = conn.buffered().len();
     loop {
+        skip_empty_lines(conn);
         let buf = conn.buffered();
         check_request_line(buf, limits.max_line).map_err(HeadError::Refused)?;
-        if buf[buf.len() - new..].contains(&b'\n') {
+        if buf[buf.len() - new.min(buf.len())..].contains(&b'\n') {
             match parse_request(buf, limits.max_headers, head) {
                 Ok(Some((len, _))) if len > limits.max_head => break,
                 Ok(Some((len, version))) => {
@@ -104,6 +106,17 @@ pub(crate) fn read_request_head<S: Read>(
     }
     let max = limits.max_head;
     Err(HeadError::Refused(Refusal::new(431, format!("the request head is longer than {max} bytes"))))
+}
+
+/// Consumes the empty lines before a request line (RFC 9112 §2.2 lets a server skip them), so that
+/// however many a client sends, they are neither kept nor parsed again with every read.
+fn skip_empty_lines<S>(conn: &mut BufferedConn<S>) {
+    let buf = conn.buffered();
+    let mut n = 0;
+    while let Some(end) = [b"\r\n".as_slice(), b"\n"].iter().find(|end| buf[n..].starts_with(end)) {
+        n += end.len();
+    }
+    conn.consume(n);
 }
 
 /// Refuses (414) a request line longer than `max` bytes, complete or not; blank lines before it
@@ -167,11 +180,16 @@ pub(crate) fn check_request(head: &Head, version: u8, limits: &Limits) -> Result
     let (mut close, mut keep_alive, mut expect_continue) = (false, false, false);
     for (name, value) in head.raw_fields() {
         if is_named(name, b"host") {
+            if !is_valid_host(value) {
+                let value = String::from_utf8_lossy(value);
+                return Err(Refusal::new(400, format!("the Host {value:?} is not a host and port")));
+            }
             hosts += 1;
         } else if is_named(name, b"transfer-encoding") {
             if version == 0 {
                 return Err(Refusal::new(400, "Transfer-Encoding in an HTTP/1.0 request"));
             }
+            let before = codings;
             for coding in elements(value).filter(|c| !c.is_empty()) {
                 if !coding.eq_ignore_ascii_case(b"chunked") {
                     unknown.get_or_insert_with(|| String::from_utf8_lossy(coding).into_owned());
@@ -180,7 +198,7 @@ pub(crate) fn check_request(head: &Head, version: u8, limits: &Limits) -> Result
                 }
                 codings += 1;
             }
-            if codings == 0 {
+            if codings == before {
                 return Err(Refusal::new(400, "an empty Transfer-Encoding"));
             }
         } else if is_named(name, b"content-length") {
@@ -234,6 +252,13 @@ pub(crate) fn check_request(head: &Head, version: u8, limits: &Limits) -> Result
         path,
         query,
     })
+}
+
+/// Whether `value` may be a `Host` field's (RFC 9112 §3.2): `uri-host [":" port]`, whose bytes are
+/// those of a registered name, an IP literal in brackets, or an IPv4 address (empty is allowed:
+/// a target without an authority). Only the bytes are checked, as Go's `ValidHostHeader` does.
+fn is_valid_host(value: &[u8]) -> bool {
+    value.iter().all(|&b| b.is_ascii_alphanumeric() || b"-._~%!$&'()*+,;=:[]".contains(&b))
 }
 
 /// Where the path and the query lie in `target`, by its form (RFC 9112 §3.2): origin (`/a?b`),

@@ -278,3 +278,134 @@ fn answers_held_for_pipelined_requests_are_bounded() {
     }
     assert_eq!(read_reply(&mut reader, false).text(), "waited");
 }
+
+/// A reader that yields as many `0` bytes as it holds, then fails.
+struct FailingAfter(usize);
+
+impl Read for FailingAfter {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.0 == 0 {
+            return Err(std::io::Error::other("the source went away"));
+        }
+        let n = self.0.min(buf.len());
+        buf[..n].fill(b'0');
+        self.0 -= n;
+        Ok(n)
+    }
+}
+
+#[test]
+fn a_body_that_fails_before_its_first_byte_is_a_500_and_earlier_answers_still_go_out() {
+    let server = Running::start(|request: &mut Request<'_>| match request.path() {
+        "/fail" => Response::new(200).body(Body::sized_reader(FailingAfter(0), 10)),
+        _ => Response::new(200).body("fine"),
+    });
+    // The first answer is held for the pipelined second request, whose body then fails.
+    let answer = server.send("GET /ok HTTP/1.1\r\nHost: x\r\n\r\nGET /fail HTTP/1.1\r\nHost: x\r\n\r\n");
+    let answers = replies(&answer);
+    let got: Vec<(u16, String)> = answers.iter().map(|r| (r.status, r.text())).collect();
+    assert_eq!(got.len(), 2, "{answer:?}");
+    assert_eq!(got[0], (200, "fine".to_owned()), "{answer:?}");
+    assert_eq!(got[1].0, 500, "{answer:?}");
+    assert_eq!(answers[1].header("connection"), Some("close"), "{answer:?}");
+}
+
+#[test]
+fn a_body_that_fails_midway_ends_the_connection_unframed() {
+    let server = Running::start(|request: &mut Request<'_>| match request.path() {
+        "/half" => Response::new(200).body(Body::sized_reader(FailingAfter(5), 10)),
+        _ => Response::new(200).body("fine"),
+    });
+    let answer = server.send("GET /half HTTP/1.1\r\nHost: x\r\n\r\nGET /ok HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(answer.starts_with("HTTP/1.1 200 OK\r\n") && answer.contains("\r\nContent-Length: 10\r\n"), "{answer:?}");
+    assert!(answer.ends_with("\r\n\r\n00000"), "five of the ten bytes, then the close: {answer:?}");
+    assert_eq!(count_responses(&answer), 1, "nothing is answered after a body cut short: {answer:?}");
+}
+
+/// A reader that panics: the handler's own code, run while its response is sent.
+struct PanickingReader;
+
+impl Read for PanickingReader {
+    fn read(&mut self, _: &mut [u8]) -> std::io::Result<usize> {
+        panic!("the body's reader broke")
+    }
+}
+
+#[test]
+fn a_body_reader_that_panics_is_a_500_like_a_handler_that_panics() {
+    let answers = Arc::new(Mutex::new(Vec::new()));
+    let seen = answers.clone();
+    let builder =
+        Server::builder().workers(1).on_response(move |x: &Exchange<'_>| seen.lock().unwrap().push(x.status()));
+    let server = Running::with(builder, |request: &mut Request<'_>| match request.path() {
+        "/panic" => Response::new(200).body(Body::reader(PanickingReader)),
+        _ => Response::new(200).body("fine"),
+    });
+    let answer = server.send("GET /ok HTTP/1.1\r\nHost: x\r\n\r\nGET /panic HTTP/1.1\r\nHost: x\r\n\r\n");
+    let statuses: Vec<u16> = replies(&answer).iter().map(|r| r.status).collect();
+    assert_eq!(statuses, [200, 500], "{answer:?}");
+    assert_eq!(*answers.lock().unwrap(), [200, 500], "the hook saw the panic's 500");
+    assert_eq!(replies(server.send("GET /ok HTTP/1.1\r\nHost: x\r\n\r\n"))[0].text(), "fine", "the server goes on");
+}
+
+#[test]
+fn empty_lines_before_a_request_are_skipped_however_many() {
+    // RFC 9112 §2.2: a server skips empty lines before a request line. They are consumed as they
+    // come, never kept and parsed again with every read, so more of them than a head may hold
+    // are no head too long.
+    let server = Running::start(echo());
+    let answer = server.send(format!("{}GET /after HTTP/1.1\r\nHost: x\r\n\r\n", "\r\n".repeat(100_000)));
+    assert!(answer.starts_with("HTTP/1.1 200 OK\r\n") && answer.ends_with("GET /after "), "{answer:?}");
+}
+
+#[test]
+fn no_content_and_not_modified_carry_no_body_and_204_no_length() {
+    let server = Running::start(|request: &mut Request<'_>| {
+        let status = if request.path() == "/304" { 304 } else { 204 };
+        let response = Response::new(status).header("Content-Length", "0").header("Transfer-Encoding", "chunked");
+        match request.path() {
+            "/empty" => response,
+            _ => response.body("a body the status forbids"),
+        }
+    });
+    for (request, status) in [
+        ("GET /full HTTP/1.1", 204),
+        ("HEAD /full HTTP/1.1", 204),
+        ("GET /empty HTTP/1.1", 204),
+        ("HEAD /empty HTTP/1.1", 204),
+        ("GET /304 HTTP/1.1", 304),
+        ("GET /empty HTTP/1.0", 204),
+    ] {
+        let answer = server.send(format!("{request}\r\nHost: x\r\n\r\n"));
+        assert!(answer.starts_with(&format!("HTTP/1.1 {status} ")), "{request}: {answer:?}");
+        assert!(answer.ends_with("\r\n\r\n"), "{request}: no body: {answer:?}");
+        assert!(!answer.contains("Transfer-Encoding"), "{request}: {answer:?}");
+        if status == 204 {
+            assert!(!answer.contains("Content-Length"), "RFC 9110 §8.6: {request}: {answer:?}");
+        }
+    }
+}
+
+#[test]
+fn the_server_alone_frames_responses_whatever_the_handler_sets() {
+    let server = Running::start(|request: &mut Request<'_>| {
+        let response = Response::new(200)
+            .header("Content-Length", "99")
+            .header("Transfer-Encoding", "chunked")
+            .header("Connection", "keep-alive");
+        match request.path() {
+            "/close" => Response::new(200).header("Connection", "close").body("bye"),
+            "/stream" => response.body(Body::reader(&b"streamed"[..])),
+            _ => response.body("hi"),
+        }
+    });
+    let answer = server.send("GET / HTTP/1.1\r\nHost: x\r\n\r\nGET /stream HTTP/1.1\r\nHost: x\r\n\r\n");
+    let answers = replies(&answer);
+    assert_eq!((answers[0].text(), answers[1].text()), ("hi".to_owned(), "streamed".to_owned()), "{answer:?}");
+    assert_eq!(answer.matches("Content-Length").count(), 1, "{answer:?}");
+    assert_eq!(answer.matches("Transfer-Encoding").count(), 1, "{answer:?}");
+    assert!(!answer.contains("Connection"), "{answer:?}");
+    let answer = server.send("GET /close HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(count_responses(&answer), 1, "the handler's Connection: close ends the connection: {answer:?}");
+    assert!(answer.contains("\r\nConnection: close\r\n") && answer.ends_with("bye"), "{answer:?}");
+}

@@ -92,6 +92,13 @@ fn malformed_and_ambiguous_requests_are_400() {
         ("GET  / HTTP/1.1\r\nHost: x\r\n\r\n".into(), "two spaces in the request line"),
         ("GET / HTTP/1.1\r\n\r\n".into(), "no Host"),
         ("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n".into(), "two Hosts"),
+        ("GET / HTTP/1.1\r\nHost: a b\r\n\r\n".into(), "a space in the Host"),
+        ("GET / HTTP/1.1\r\nHost: a/b@c\r\n\r\n".into(), "a Host that is not a host"),
+        (
+            "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: \r\n\r\n0\r\n\r\n".into(),
+            "an empty Transfer-Encoding after chunked",
+        ),
+        (format!("{chunked}3\r\nabc\r\n0\r\nX: a\0b\r\n\r\n"), "a NUL in a trailer field"),
         ("GET nopath HTTP/1.1\r\nHost: x\r\n\r\n".into(), "a target without a path"),
         ("\x16\x03\x01\x02\x00\x01\x00\x01\x7c\x03\x03\r\n\r\n".into(), "a TLS hello"),
     ];

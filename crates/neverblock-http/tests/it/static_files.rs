@@ -33,12 +33,14 @@ fn site() -> Site {
     tree.write("dir/index.html", "<p>index</p>");
     tree.write("dir/a b.txt", "spaced");
     tree.write("nolisting/file.txt", "x");
+    tree.write("a:b/index.html", "colon");
     tree.write("page.html", "<p>plain</p>");
     tree.write("page.html.gz", "GZIPPED-BYTES");
     tree.write("big.bin", pattern(3 << 20));
     symlink(outside.path().join("secret.txt"), tree.path().join("escape")).unwrap();
     symlink(format!("../../{}", outside_name(&outside)), tree.path().join("dir/up")).unwrap();
     symlink("hello.txt", tree.path().join("inside")).unwrap();
+    symlink("loop", tree.path().join("loop")).unwrap();
     let files = StaticFiles::new(tree.path()).unwrap();
     Site { server: Running::start(files), tree, outside }
 }
@@ -106,6 +108,9 @@ fn preconditions_answer_304_and_412_in_rfc_order() {
         (format!("If-Unmodified-Since: {date}\r\n"), 200),
         (format!("If-Match: {etag}\r\nIf-Unmodified-Since: {old}\r\n"), 200),
         (format!("If-Match: \"other\"\r\nIf-None-Match: {etag}\r\n"), 412),
+        // A list field may come in several lines (RFC 9110 §5.3): all of them count.
+        (format!("If-None-Match: \"other\"\r\nIf-None-Match: {etag}\r\n"), 304),
+        (format!("If-Match: \"other\"\r\nif-match: {etag}\r\n"), 200),
     ];
     for (fields, status) in cases {
         let reply = site.get("/hello.txt", &fields);
@@ -161,6 +166,8 @@ fn directories_redirect_to_their_slash_serve_their_index_and_are_never_listed() 
     let empty = site.get("/nolisting/", "");
     assert_eq!(empty.status, 403);
     assert!(!empty.text().contains("file.txt"), "no listing: {}", empty.text());
+    let colon = site.get("/a:b?x=1", "");
+    assert_eq!(colon.header("location"), Some("./a:b/?x=1"), "not a URI with the scheme `a`");
     let root_redirect = site.get("//dir", "");
     assert_eq!(root_redirect.header("location"), Some("dir/"), "relative, so `//` cannot name another host");
     assert_eq!(site.get("/hello.txt/", "").status, 404, "a file is not a directory");
@@ -180,7 +187,11 @@ fn every_way_out_of_the_root_is_refused() {
         ("/dir%2fa%20b.txt".to_owned(), 400),
         ("/hello.txt%00.png".to_owned(), 400),
         ("/hello%zz".to_owned(), 400),
+        (format!("/%252e%252e/{out}/secret.txt"), 404),
+        (format!("/%c0%ae%c0%ae/{out}/secret.txt"), 404),
+        (format!("/..%5c..%5c{out}%5csecret.txt"), 404),
         ("/escape".to_owned(), 404),
+        ("/loop".to_owned(), 404),
         ("/dir/up/secret.txt".to_owned(), 404),
         (format!("http://x/../{out}/secret.txt"), 400),
     ];
@@ -207,6 +218,8 @@ fn a_gzip_sibling_is_sent_to_clients_that_accept_it() {
     assert_eq!(plain.header("vary"), Some("Accept-Encoding"));
     assert_ne!(plain.header("etag"), gz.header("etag"), "two representations, two tags");
     assert_eq!(site.get("/hello.txt", "Accept-Encoding: gzip\r\n").text(), "hello, file\n", "no sibling, no gzip");
+    let split = site.get("/page.html", "Accept-Encoding: br\r\nAccept-Encoding: gzip\r\n");
+    assert_eq!(split.header("content-encoding"), Some("gzip"), "a list in two lines");
 }
 
 #[test]
@@ -264,4 +277,39 @@ fn a_cold_large_file_leaves_other_clients_served_meanwhile() {
         "small requests were answered while the cold file was being sent: {:?}",
         &events[..big_done.min(5)]
     );
+}
+
+#[test]
+fn dates_past_the_servers_clock_are_not_believed() {
+    let site = site();
+    let day = std::time::Duration::from_secs(86_400);
+    let tomorrow = httpdate::fmt_http_date(std::time::SystemTime::now() + day);
+    let reply = site.get("/hello.txt", &format!("If-Modified-Since: {tomorrow}\r\n"));
+    assert_eq!(reply.status, 200, "a date in the future is no date (Apache's rule)");
+    let path = site.tree.write("future.txt", "from tomorrow");
+    std::fs::File::options().write(true).open(&path).unwrap().set_modified(std::time::SystemTime::now() + day).unwrap();
+    let reply = site.get("/future.txt", "");
+    let last_modified = httpdate::parse_http_date(reply.header("last-modified").unwrap()).unwrap();
+    let date = httpdate::parse_http_date(reply.header("date").unwrap()).unwrap();
+    assert!(last_modified <= date, "RFC 9110 §8.8.2.1: never later than the response's Date");
+}
+
+#[test]
+fn ranges_past_4_gib_are_served() {
+    let tree = TempDir::new("huge");
+    let size: u64 = 5 << 30;
+    let file = std::fs::File::create(tree.path().join("huge.bin")).unwrap();
+    file.set_len(size).unwrap(); // sparse: no disk space
+    std::os::unix::fs::FileExt::write_all_at(&file, b"END", size - 3).unwrap();
+    let server = Running::start(StaticFiles::new(tree.path()).unwrap());
+    let get = |range: &str| {
+        replies(server.send_bytes(format!("GET /huge.bin HTTP/1.1\r\nHost: x\r\nRange: bytes={range}\r\n\r\n")))
+            .remove(0)
+    };
+    let tail = get("-5");
+    assert_eq!((tail.status, tail.body.as_slice()), (206, &b"\0\0END"[..]));
+    assert_eq!(tail.header("content-range"), Some(format!("bytes {}-{}/{size}", size - 5, size - 1).as_str()));
+    let sent = get(&format!("{}-", size - 100_000));
+    assert_eq!((sent.status, sent.body.len()), (206, 100_000), "by sendfile, from past 4 GiB");
+    assert!(sent.body.ends_with(b"\0END"));
 }

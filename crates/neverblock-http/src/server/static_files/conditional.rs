@@ -4,8 +4,9 @@
 //! The order: `If-Match` (412 when false), else `If-Unmodified-Since` (412); then `If-None-Match`
 //! (304 for GET and HEAD when false, else 412), else for GET and HEAD `If-Modified-Since` (304);
 //! then, for a GET with a `Range`, `If-Range` decides whether the range applies. A date that does
-//! not parse makes its field count as absent; an entity tag list that does not parse counts as
-//! matching nothing.
+//! not parse makes its field count as absent, and so does an `If-Modified-Since` later than the
+//! server's clock (Apache's rule: no client can have seen that date); an entity tag list that does
+//! not parse counts as matching nothing.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -16,6 +17,8 @@ pub(super) struct Validators<'a> {
     pub(super) etag: &'a str,
     /// The modification time, to the second (as `Last-Modified` says it).
     pub(super) modified: SystemTime,
+    /// The server's clock.
+    pub(super) now: SystemTime,
 }
 
 /// The request's conditional fields.
@@ -53,7 +56,9 @@ pub(super) fn evaluate(method: &str, c: &Conditions<'_>, v: &Validators<'_>) -> 
         Some(false) if safe => return Outcome::NotModified,
         Some(false) => return Outcome::Failed,
         Some(true) => {}
-        None if safe && c.if_modified_since.and_then(|field| if_modified_since(field, v.modified)) == Some(false) => {
+        None if safe
+            && c.if_modified_since.and_then(|field| if_modified_since(field, v.modified, v.now)) == Some(false) =>
+        {
             return Outcome::NotModified;
         }
         None => {}
@@ -77,9 +82,10 @@ pub(super) fn if_none_match(field: &str, etag: &str) -> bool {
     !(field.trim() == "*" || tags(field).any(|tag| weak_match(tag, etag)))
 }
 
-/// `If-Modified-Since`: true if modified after the date; `None` for a date that does not parse.
-pub(super) fn if_modified_since(field: &str, modified: SystemTime) -> Option<bool> {
-    let date = httpdate::parse_http_date(field.trim()).ok()?;
+/// `If-Modified-Since`: true if modified after the date; `None` for a date that does not parse or
+/// is later than `now`.
+pub(super) fn if_modified_since(field: &str, modified: SystemTime, now: SystemTime) -> Option<bool> {
+    let date = httpdate::parse_http_date(field.trim()).ok().filter(|&date| date <= now)?;
     Some(to_second(modified) > date)
 }
 
@@ -149,16 +155,18 @@ mod tests {
         assert_eq!(if_unmodified_since(&date(1_000_000), modified), Some(true), "to the second");
         assert_eq!(if_unmodified_since(&date(999_999), modified), Some(false));
         assert_eq!(if_unmodified_since("yesterday", modified), None);
-        assert_eq!(if_modified_since(&date(1_000_000), modified), Some(false));
-        assert_eq!(if_modified_since(&date(999_999), modified), Some(true));
-        let v = Validators { etag: ETAG, modified };
+        let now = at(2_000_000);
+        assert_eq!(if_modified_since(&date(1_000_000), modified, now), Some(false));
+        assert_eq!(if_modified_since(&date(999_999), modified, now), Some(true));
+        assert_eq!(if_modified_since(&date(2_000_001), modified, now), None, "a date from the future");
+        let v = Validators { etag: ETAG, modified, now };
         assert!(if_range(ETAG, &v) && if_range(&date(1_000_000), &v));
         assert!(!if_range("W/\"abc\"", &v) && !if_range(&date(1_000_001), &v) && !if_range("junk", &v));
     }
 
     #[test]
     fn rules_apply_in_rfc_9110_order() {
-        let v = Validators { etag: ETAG, modified: at(1_000_000) };
+        let v = Validators { etag: ETAG, modified: at(1_000_000), now: at(2_000_000) };
         let (old, new) = (date(999_000), date(1_001_000));
         let c = |f: fn(&mut Conditions<'static>)| {
             let mut c = Conditions::default();

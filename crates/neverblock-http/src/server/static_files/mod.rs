@@ -11,12 +11,13 @@ mod open;
 mod path;
 mod range;
 
+use std::borrow::Cow;
 use std::fs::{File, Metadata};
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::UNIX_EPOCH;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::listen;
 use super::request::Request;
@@ -79,6 +80,18 @@ impl StaticFiles {
     /// # Errors
     ///
     /// [`ErrorKind::Io`] if `root` is not a directory that can be opened.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::StaticFiles;
+    /// use neverblock_http::ErrorKind;
+    ///
+    /// let files = StaticFiles::new(std::env::temp_dir()).unwrap();
+    /// # drop(files);
+    /// let missing = StaticFiles::new("/no/such/directory").unwrap_err();
+    /// assert_eq!(missing.kind(), ErrorKind::Io);
+    /// ```
     pub fn new(root: impl AsRef<Path>) -> Result<StaticFiles, Error> {
         let root = root.as_ref();
         let opened = Root::open(root)
@@ -87,17 +100,50 @@ impl StaticFiles {
     }
 
     /// Whether to send `name.gz` to clients that accept gzip (default: yes).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::StaticFiles;
+    ///
+    /// // `name.gz` is sent as it is, never in place of `name`.
+    /// let files = StaticFiles::new(std::env::temp_dir()).unwrap().precompressed(false);
+    /// # drop(files);
+    /// ```
     pub fn precompressed(mut self, on: bool) -> StaticFiles {
         self.precompressed = on;
         self
     }
 
     /// The root directory, made canonical.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::StaticFiles;
+    ///
+    /// let files = StaticFiles::new(".").unwrap();
+    /// assert!(files.root().is_absolute());
+    /// ```
     pub fn root(&self) -> &Path {
         self.root.path()
     }
 
     /// The response to `request`: the file its path names under the root.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Request, Response, StaticFiles};
+    ///
+    /// let files = StaticFiles::new(std::env::temp_dir()).unwrap();
+    /// // The files, with a health check in front of them.
+    /// let handler = move |request: &mut Request<'_>| match request.path() {
+    ///     "/health" => Response::new(200).body("ok\n"),
+    ///     _ => files.serve(request),
+    /// };
+    /// # let _ = handler;
+    /// ```
     pub fn serve(&self, request: &Request<'_>) -> Response {
         self.serve_path(request, request.path())
     }
@@ -149,7 +195,7 @@ impl StaticFiles {
             return error_response(403, "not a regular file");
         }
         let content_type = content_type(&relative);
-        if self.precompressed && accepts_gzip(request.header("accept-encoding")) {
+        if self.precompressed && accepts_gzip(list_field(request, "accept-encoding").as_deref()) {
             let mut gz = relative.into_os_string();
             gz.push(".gz");
             if let Ok((gz_file, gz_meta)) = self.open(Path::new(&gz)) {
@@ -209,17 +255,20 @@ impl StaticFiles {
         gzip: bool,
     ) -> Response {
         let size = meta.len();
-        let modified = meta.modified().unwrap_or(UNIX_EPOCH);
+        let now = SystemTime::now();
+        // A modification time in the future is said as now (RFC 9110 §8.8.2.1).
+        let modified = meta.modified().unwrap_or(UNIX_EPOCH).min(now);
         let etag = etag(meta);
         let last_modified = httpdate::fmt_http_date(conditional::to_second(modified));
+        let (if_match, if_none_match) = (list_field(request, "if-match"), list_field(request, "if-none-match"));
         let conditions = Conditions {
-            if_match: request.header("if-match"),
+            if_match: if_match.as_deref(),
             if_unmodified_since: request.header("if-unmodified-since"),
-            if_none_match: request.header("if-none-match"),
+            if_none_match: if_none_match.as_deref(),
             if_modified_since: request.header("if-modified-since"),
             if_range: request.header("if-range"),
         };
-        let validators = Validators { etag: &etag, modified };
+        let validators = Validators { etag: &etag, modified, now };
         let outcome = conditional::evaluate(request.method(), &conditions, &validators);
         let mut response = match outcome {
             Outcome::Failed => return error_response(412, "a precondition failed"),
@@ -263,13 +312,24 @@ impl Handler for StaticFiles {
     }
 }
 
+/// The value of a list field (RFC 9110 §5.3): its lines joined with commas when it has several.
+fn list_field<'r>(request: &'r Request<'_>, name: &str) -> Option<Cow<'r, str>> {
+    let mut values = request.headers().filter(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v);
+    let first = std::str::from_utf8(values.next()?).ok()?;
+    values.try_fold(Cow::Borrowed(first), |joined, next| {
+        Some(Cow::Owned(format!("{joined}, {}", std::str::from_utf8(next).ok()?)))
+    })
+}
+
 /// 301 to the directory's URL with its slash: relative (the last segment and `/`), so a path that
-/// starts with `//` cannot turn into another host.
+/// starts with `//` cannot turn into another host; after `./` when the segment holds a colon, which
+/// would make it a scheme (RFC 3986 §4.2).
 fn redirect_to_directory(request: &Request<'_>) -> Response {
     let last = request.path().rsplit('/').next().unwrap_or_default();
+    let dot = if last.contains(':') { "./" } else { "" };
     let location = match request.query() {
-        Some(query) => format!("{last}/?{query}"),
-        None => format!("{last}/"),
+        Some(query) => format!("{dot}{last}/?{query}"),
+        None => format!("{dot}{last}/"),
     };
     let location = if last.is_empty() { "/".to_owned() } else { location };
     error_response(301, "this is a directory").header("Location", location)

@@ -89,6 +89,7 @@ fn framing_follows_rfc_9112_and_refuses_what_could_be_read_two_ways() {
         ("Transfer-Encoding: \r\n", 400),
         ("Expect: 100-continue-please\r\n", 417),
         ("Host: again\r\n", 400),
+        ("Transfer-Encoding: chunked\r\nTransfer-Encoding: ,\r\n", 400),
     ];
     for (fields, expected) in cases {
         assert_eq!(status(&format!("{h11}{fields}\r\n")), expected, "{fields:?}");
@@ -96,6 +97,17 @@ fn framing_follows_rfc_9112_and_refuses_what_could_be_read_two_ways() {
     assert_eq!(status("GET / HTTP/1.1\r\n\r\n"), 400, "no Host");
     assert_eq!(status("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n"), 400);
     assert_eq!(ok("GET / HTTP/1.0\r\n\r\n").framing, Framing::None, "HTTP/1.0 needs no Host");
+}
+
+#[test]
+fn a_host_must_be_a_host_and_port() {
+    for host in ["example.com", "example.com:8080", "127.0.0.1:1", "[::1]:80", "xn--bcher-kva.example", "a_b~c", ""] {
+        assert!(check(&format!("GET / HTTP/1.1\r\nHost: {host}\r\n\r\n")).is_ok(), "{host:?}");
+    }
+    for host in ["a b", "a/b", "user@host", "h?q", "h#f", "h\\x", "\"h\"", "h\u{e9}"] {
+        let refused = check(&format!("GET / HTTP/1.1\r\nHost: {host}\r\n\r\n")).unwrap_err();
+        assert_eq!(refused.status, 400, "{host:?}");
+    }
 }
 
 #[test]
