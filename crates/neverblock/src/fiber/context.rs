@@ -120,14 +120,21 @@ impl Context {
     }
 }
 
-impl Drop for Context {
-    fn drop(&mut self) {
+impl Context {
+    /// Drops the closure of a fiber that never started, now: it will never run.
+    pub(crate) fn discard(&self) {
         if let Some(p) = self.pending.take() {
             // SAFETY: the closure was written at `p.at` by `new`, has not been started
-            // (`started` clears `pending` first), and `new`'s caller keeps the stack
-            // until the context is dropped.
+            // (`started` clears `pending` first) nor dropped (`pending` is taken once),
+            // and `new`'s caller keeps the stack until the context is dropped.
             unsafe { (p.drop)(p.at) };
         }
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        self.discard();
     }
 }
 

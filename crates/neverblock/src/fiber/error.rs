@@ -48,11 +48,54 @@ pub enum FiberError {
     /// The value that arrived is not of the type the receiving call expects
     /// (handles of different value types were mixed on one fiber).
     TypeMismatch(Box<TypeMismatch>),
-    /// A switch was attempted by code running in a dropped fiber's destructors.
+    /// A switch was attempted by a fiber that is unwinding: a dropped fiber's
+    /// destructors, or a killed fiber (which may only finish).
     Unwinding,
+    /// [`Fiber::raise`](super::Fiber::raise) into a fiber that never ran (MRI's
+    /// "cannot raise exception on unborn fiber").
+    RaiseUnborn,
+    /// What a pending `resume`, `transfer` or `yield_now` returns when another fiber
+    /// raised this error into it with [`Fiber::raise`](super::Fiber::raise). Handle
+    /// it, or end the fiber with it ([`FiberError::resume_unwind`]) so that its
+    /// resumer gets the payload as [`FiberError::Panicked`].
+    Raised(PanicPayload),
+    /// The fiber switched to was killed ([`Fiber::kill`](super::Fiber::kill)): it
+    /// unwound and terminated without a value (Ruby's `resume` returns `nil`).
+    Killed,
+    /// [`Fiber::kill`](super::Fiber::kill) of a thread's root fiber, which is the
+    /// thread's own stack and cannot be unwound as a fiber.
+    KillRoot,
 }
 
 impl FiberError {
+    /// Ends the calling fiber with this error's payload as a panic, so whoever the
+    /// rules return to gets [`FiberError::Panicked`] with it: what a fiber that does
+    /// not handle a [`Raised`](FiberError::Raised) error does in Ruby. Any other
+    /// error becomes a panic whose message is its text.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock::fiber::{self, Fiber};
+    ///
+    /// let f = Fiber::new(|x: u8| match fiber::yield_now(x) {
+    ///     Ok(y) => y,
+    ///     Err(e) => e.resume_unwind(),
+    /// })
+    /// .unwrap();
+    /// f.resume(1).unwrap();
+    /// let payload = f.raise("stop").unwrap_err().into_panic().unwrap();
+    /// assert_eq!(payload.downcast_ref::<&str>(), Some(&"stop"));
+    /// ```
+    pub fn resume_unwind(self) -> ! {
+        match self {
+            FiberError::Raised(payload) | FiberError::Panicked(payload) => {
+                std::panic::resume_unwind(payload.into_inner())
+            }
+            other => std::panic::panic_any(other.to_string()),
+        }
+    }
+
     /// The panic message, when this is a [`FiberError::Panicked`] whose payload is a string.
     ///
     /// # Examples
@@ -170,7 +213,14 @@ impl fmt::Display for FiberError {
             FiberError::TypeMismatch(m) => {
                 write!(f, "a fiber expected a value of type {} but was sent {}", m.expected, m.found)
             }
-            FiberError::Unwinding => f.write_str("attempt to switch fibers while a dropped fiber unwinds"),
+            FiberError::Unwinding => f.write_str("attempt to switch fibers while a dropped or killed fiber unwinds"),
+            FiberError::RaiseUnborn => f.write_str("cannot raise exception on unborn fiber"),
+            FiberError::Raised(payload) => match payload.message() {
+                Some(message) => write!(f, "raised into the fiber: {message}"),
+                None => f.write_str("an error was raised into the fiber"),
+            },
+            FiberError::Killed => f.write_str("the fiber was killed"),
+            FiberError::KillRoot => f.write_str("attempt to kill a thread's root fiber"),
         }
     }
 }

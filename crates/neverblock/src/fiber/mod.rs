@@ -31,6 +31,11 @@
 //!   chain of fibers, to the last fiber of that chain, as MRI does).
 //! - A panic inside a fiber terminates that fiber only; whoever the rules above
 //!   return to receives [`FiberError::Panicked`] with the payload.
+//! - [`Fiber::raise`] (Ruby's `Fiber#raise`) makes the switch a suspended fiber
+//!   waits in return [`FiberError::Raised`], continuing it as `resume` (it
+//!   yielded) or `transfer` (it transferred) would; [`Fiber::kill`] (Ruby 3.3's
+//!   `Fiber#kill`) unwinds it from there, running its destructors, and it
+//!   finishes as [`FiberError::Killed`]. Both follow MRI 3.3 (see `interrupt.rs`).
 //!
 //! **Invariant:** a fiber belongs to the thread that created it and runs only
 //! there: `Fiber` is `!Send` (checked at compile time), and so are the stacks.
@@ -87,6 +92,8 @@
 #[allow(unsafe_code)]
 mod context;
 mod error;
+#[allow(unsafe_code)]
+mod interrupt;
 mod local;
 #[allow(unsafe_code)]
 mod parcel;
@@ -103,10 +110,11 @@ use std::marker::PhantomData;
 use std::rc::Rc;
 
 pub use error::{FiberError, PanicPayload, TypeMismatch};
+pub(crate) use interrupt::{clear_killed, kill_running, mark_killed_upward};
 pub use local::FiberLocal;
 pub(crate) use local::{inherited_now, reset_current as reset_locals, Inherited};
 pub use stack::{set_stack_limit, stack_stats, StackError, StackStats, DEFAULT_STACK_SIZE};
-pub(crate) use switch::{is_drop_unwind, unwinding_a_dropped_fiber};
+pub(crate) use switch::{is_drop_unwind, is_kill_unwind, unwinding_a_dropped_fiber};
 
 use switch::Core;
 

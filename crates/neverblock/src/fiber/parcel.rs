@@ -71,6 +71,10 @@ pub(super) fn post_error(st: &State, error: FiberError) {
 pub(super) fn receive<R: 'static>(st: &State) -> Result<R, FiberError> {
     let _settle = Settle(st);
     let slot = st.parcel_slot.get();
+    if st.with_current(|me| me.killed.get()) {
+        drop_parcel(st, slot);
+        super::switch::kill_unwind();
+    }
     if slot.is_null() {
         return Err(ERROR.with(|e| e.borrow_mut().take()).expect("an error parcel has its error"));
     }
@@ -92,6 +96,19 @@ pub(super) fn receive<R: 'static>(st: &State) -> Result<R, FiberError> {
     // free the sender, runs after this too.
     let value = unsafe { (*slot.cast::<Option<R>>()).take() };
     Ok(value.expect("a posted value is taken once"))
+}
+
+/// Drops what a parcel delivered without taking it: its error, or the value in
+/// the sender's slot.
+#[cold]
+fn drop_parcel(st: &State, slot: *mut ()) {
+    if slot.is_null() {
+        drop(ERROR.with(|e| e.borrow_mut().take()));
+    } else if slot != NOTHING {
+        // SAFETY: `slot` is an untouched `Option` of the posted kind in the suspended
+        // sender's frame, as in `receive`.
+        unsafe { (st.parcel_kind.get().discard)(slot) };
+    }
 }
 
 /// `()` as an `R`, when `R` is `()` (what a [`NOTHING`] parcel delivers).

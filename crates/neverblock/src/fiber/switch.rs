@@ -29,6 +29,22 @@ pub(crate) fn is_drop_unwind(payload: &(dyn std::any::Any + Send)) -> bool {
     payload.is::<DropUnwind>()
 }
 
+/// The panic payload that unwinds a killed fiber (Ruby's `Fiber#kill`, a cancelled
+/// task) from the switch it is suspended in: every destructor on its stack runs,
+/// its own root catches it, and it finishes as [`FiberError::Killed`].
+pub(crate) struct KillUnwind;
+
+/// Whether `payload` is the unwind of a killed fiber.
+pub(crate) fn is_kill_unwind(payload: &(dyn std::any::Any + Send)) -> bool {
+    payload.is::<KillUnwind>()
+}
+
+/// Unwinds the running fiber, which has been killed.
+#[cold]
+pub(super) fn kill_unwind() -> ! {
+    panic::resume_unwind(Box::new(KillUnwind))
+}
+
 /// The untyped state of one fiber, shared by its handles and the links of other fibers.
 pub(crate) struct Core {
     id: u64,
@@ -41,19 +57,22 @@ pub(crate) struct Core {
     /// Taken only when the fiber will never run again: by `reap`, once it has
     /// finished and switched away for good, and by `Drop`.
     pub(super) stack: Cell<Option<PooledStack>>,
-    status: Cell<Status>,
+    pub(super) status: Cell<Status>,
     /// The fiber that resumed this one and waits for it to yield or finish. Strong:
     /// the resumer may have no other owner while it waits.
-    prev: Cell<Option<Rc<Core>>>,
+    pub(super) prev: Cell<Option<Rc<Core>>>,
     /// The fiber this one is suspended resuming, or null.
     ///
     /// # Invariant
     /// While set, the target is alive: this fiber is suspended inside `resume` on
     /// it, whose frame holds a handle to it, and it is cleared (by the target's
     /// yield or finish) before that call returns.
-    resuming: Cell<*const Core>,
+    pub(super) resuming: Cell<*const Core>,
     /// Suspended in `yield_now`.
-    yielding: Cell<bool>,
+    pub(super) yielding: Cell<bool>,
+    /// Killed (`Fiber#kill`, a task's cancellation): at its next switch-in, and at
+    /// once if it runs, the fiber unwinds; it may not switch away but to finish.
+    pub(super) killed: Cell<bool>,
     /// This fiber's fiber-local values.
     pub(crate) locals: super::local::Locals,
 }
@@ -83,6 +102,7 @@ impl Core {
             prev: Cell::new(None),
             resuming: Cell::new(std::ptr::null()),
             yielding: Cell::new(false),
+            killed: Cell::new(false),
             locals: super::local::Locals::default(),
         }
     }
@@ -116,13 +136,22 @@ impl Core {
         Rc::new(core)
     }
 
+    /// Ends a fiber that never ran (a kill before its start): its body is dropped
+    /// unrun, then its stack goes back to the pool.
+    pub(super) fn terminate_unborn(&self) {
+        debug_assert_eq!(self.status.get(), Status::Created);
+        self.status.set(Status::Terminated);
+        self.context.discard();
+        drop(self.stack.take());
+    }
+
     pub(crate) fn id(&self) -> u64 {
         self.id
     }
 
     /// What the rules need to know of this fiber, seen from the running fiber.
     #[inline(always)]
-    fn view_in(&self, st: &State) -> View {
+    pub(super) fn view_in(&self, st: &State) -> View {
         View {
             created: self.status.get() == Status::Created,
             terminated: self.status.get() == Status::Terminated,
@@ -267,8 +296,8 @@ pub(crate) fn yield_now<T: 'static>(value: T) -> Result<T, FiberError> {
 }
 
 #[inline(always)]
-fn refuse_while_unwinding(st: &State) -> Result<(), FiberError> {
-    if st.unwinding() {
+pub(super) fn refuse_while_unwinding(st: &State) -> Result<(), FiberError> {
+    if st.unwinding() || st.with_current(|me| me.killed.get()) {
         Err(FiberError::Unwinding)
     } else {
         Ok(())
@@ -300,7 +329,7 @@ fn make_current(st: &State, target: Rc<Core>) -> *const Core {
 /// Gives control to `target`; returns when some fiber switches back. The switched-to
 /// fiber lets go of this one's strong count once it has taken its parcel (`receive`).
 #[inline(always)]
-fn hand_over(st: &State, target: Rc<Core>) {
+pub(super) fn hand_over(st: &State, target: Rc<Core>) {
     let me = make_current(st, target);
     st.handed_off.set(me);
     // SAFETY: `me` ran until now (this is its stack) and is alive: the strong count in
@@ -350,6 +379,14 @@ fn finish<T: 'static>(st: &State, outcome: Result<T, FiberError>) -> ! {
         unsafe { context::switch_for_good(&*back) }
     }
     let next = st.with_current(|me| terminate(st, me));
+    // Killed, it ends as killed, whatever its body did with the unwind.
+    // (The outcome replaced is dropped here: this frame is never left.)
+    let outcome = if st.with_current(|me| me.killed.get()) {
+        drop(outcome);
+        Err(FiberError::Killed)
+    } else {
+        outcome
+    };
     let mut slot;
     match outcome {
         Ok(value) => {

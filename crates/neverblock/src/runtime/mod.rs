@@ -276,7 +276,7 @@ pub fn sleep_until(deadline: Instant) {
 /// });
 /// ```
 pub fn is_cancellation(payload: &(dyn std::any::Any + Send)) -> bool {
-    payload.is::<scheduler::CancelUnwind>() || crate::fiber::is_drop_unwind(payload)
+    crate::fiber::is_kill_unwind(payload) || crate::fiber::is_drop_unwind(payload)
 }
 
 /// The deadline of a [`timeout`] passed before its closure finished.

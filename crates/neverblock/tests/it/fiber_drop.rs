@@ -86,7 +86,7 @@ fn destructors_of_a_dropped_fiber_may_not_switch() {
     .unwrap();
     f.resume(0).unwrap();
     drop(f);
-    assert_eq!(seen.take().as_deref(), Some("attempt to switch fibers while a dropped fiber unwinds"));
+    assert_eq!(seen.take().as_deref(), Some("attempt to switch fibers while a dropped or killed fiber unwinds"));
     assert!(matches!(Fiber::new(|x: u8| x).unwrap().resume(2), Ok(2)), "switching works again afterwards");
 }
 

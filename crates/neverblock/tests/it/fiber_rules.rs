@@ -309,6 +309,69 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
         },
         expected: &["panic: bad"],
     },
+    Scenario {
+        name: "raise_into_an_unborn_fiber",
+        ruby: "f = Fiber.new { |x| x }; rec { f.raise('boom') }; rec { f.resume(3) }",
+        run: || {
+            let f = new(|x| x);
+            rec(f.raise("boom"));
+            rec(f.resume(3));
+        },
+        expected: &["error: cannot raise exception on unborn fiber", "value: 3"],
+    },
+    Scenario {
+        name: "raise_into_a_terminated_fiber",
+        ruby: "f = Fiber.new { |x| x }; rec { f.resume(1) }; rec { f.raise('boom') }",
+        run: || {
+            let f = new(|x| x);
+            rec(f.resume(1));
+            rec(f.raise("boom"));
+        },
+        expected: &["value: 1", "error: attempt to resume a terminated fiber"],
+    },
+    Scenario {
+        name: "raise_into_a_yielding_fiber_that_rescues",
+        ruby: "f = Fiber.new { |x| begin; Fiber.yield(x); rescue => e; 100 + e.message.size; end }; rec { f.resume(1) }; rec { f.raise('abc') }",
+        run: || {
+            let f = new(|x| match fiber::yield_now(x) {
+                Ok(y) => y,
+                Err(FiberError::Raised(e)) => 100 + e.message().map_or(0, str::len) as i64,
+                Err(other) => other.resume_unwind(),
+            });
+            rec(f.resume(1));
+            rec(f.raise("abc"));
+        },
+        expected: &["value: 1", "value: 103"],
+    },
+    Scenario {
+        name: "raise_into_a_yielding_fiber_that_does_not",
+        ruby: "f = Fiber.new { |x| Fiber.yield(x); 5 }; rec { f.resume(1) }; rec { f.raise('boom') }; rec { f.resume(2) }",
+        run: || {
+            let f = new(|x| {
+                fiber::yield_now(x).unwrap_or_else(|e| e.resume_unwind());
+                5
+            });
+            rec(f.resume(1));
+            rec(f.raise("boom"));
+            rec(f.resume(2));
+        },
+        expected: &["value: 1", "panic: boom", "error: attempt to resume a terminated fiber"],
+    },
+    Scenario {
+        name: "raise_into_a_transferring_fiber",
+        ruby: "f = Fiber.new { |x| begin; root.transfer(x); rescue => e; root.transfer(200 + e.message.size); end }; rec { f.transfer(1) }; rec { f.raise('ab') }",
+        run: || {
+            let r = root();
+            let f = new(move |x| match r.transfer(x) {
+                Ok(y) => y,
+                Err(FiberError::Raised(e)) => r.transfer(200 + e.message().map_or(0, str::len) as i64).unwrap(),
+                Err(other) => other.resume_unwind(),
+            });
+            rec(f.transfer(1));
+            rec(f.raise("ab"));
+        },
+        expected: &["value: 1", "value: 202"],
+    },
 ];
 
 #[test]

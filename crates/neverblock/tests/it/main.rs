@@ -1,6 +1,7 @@
 //! One integration-test binary for the runtime crate.
 
 mod fiber_drop;
+mod fiber_kill;
 mod fiber_rules;
 mod fiber_values;
 mod mri;

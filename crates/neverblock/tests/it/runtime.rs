@@ -448,3 +448,28 @@ fn a_worker_fiber_carried_out_of_run_and_continued_after_it_ended_is_refused_cle
     // The thread can run a runtime again.
     assert_eq!(run(|| spawn(|| 7).join().unwrap()), 7);
 }
+
+#[test]
+fn cancelling_a_task_parked_in_a_fiber_it_resumed_kills_both_and_its_worker_serves_on() {
+    let dropped = Rc::new(Cell::new(0));
+    let counter = dropped.clone();
+    let next = run(move || {
+        let (outer, inner) = (Tracked(counter.clone()), Tracked(counter));
+        let task = spawn(move || {
+            let _outer = outer;
+            let parked = Fiber::new(move |_: ()| {
+                let _inner = inner;
+                sleep(Duration::from_secs(3600));
+            })
+            .unwrap();
+            let _ = parked.resume(());
+            unreachable!("the task unwinds from the sleep inside the fiber it resumed");
+        });
+        yield_now();
+        task.cancel();
+        assert!(matches!(task.join(), Err(JoinError::Cancelled)));
+        spawn(|| "served").join().unwrap()
+    });
+    assert_eq!(dropped.get(), 2, "what the task and the fiber it resumed held was dropped");
+    assert_eq!(next, "served", "a worker that ran the cancelled task runs the next one");
+}

@@ -26,9 +26,6 @@ use tasks::{continue_here, key, live, Task, Tasks};
 /// Task switches between two polls for timers and I/O while tasks are runnable (tokio's figure).
 const POLL_EVERY: u32 = 61;
 
-/// The payload that unwinds a cancelled task from the call it was parked in.
-pub(crate) struct CancelUnwind;
-
 /// How a task ended.
 pub(crate) enum Outcome {
     Returned,
@@ -44,8 +41,6 @@ enum Interruption {
     None,
     /// A `timeout` scope around the park has expired.
     TimedOut,
-    /// The task was cancelled: it unwinds from the park.
-    Cancelled,
 }
 
 /// Why a park returned.
@@ -151,7 +146,8 @@ impl Scheduler {
     ///
     /// # Panics
     ///
-    /// Unwinds with [`CancelUnwind`] when the task is cancelled.
+    /// Unwinds when the task is cancelled: it is killed at its park point, as
+    /// `Fiber::kill` kills a fiber.
     pub(crate) fn park(&self, register: impl FnOnce(Turn)) -> Woken {
         self.park_unless(|wake| {
             register(wake);
@@ -222,6 +218,10 @@ impl Scheduler {
         let id = self.current.get().expect("park is called from a task");
         let mut tasks = self.tasks.borrow_mut();
         let task = live(&mut tasks.slab, id).expect("the running task is registered");
+        if task.cancelled {
+            drop(tasks);
+            fiber::kill_running(); // cancelled while it ran
+        }
         if task.timed_out && interruptible {
             return Woken::TimedOut;
         }
@@ -257,7 +257,6 @@ impl Scheduler {
     fn switch_away(&self) -> Woken {
         self.dispatch();
         match self.interruption.get() {
-            Interruption::Cancelled => panic::resume_unwind(Box::new(CancelUnwind)),
             Interruption::TimedOut => Woken::TimedOut,
             Interruption::None => Woken::Ready,
         }
@@ -349,16 +348,16 @@ impl Scheduler {
     }
 
     /// Makes `task` (`id`, just taken off the queue) the running one under a new
-    /// turn, and notes why its park ends.
+    /// turn, and notes why its park ends. A cancelled task's fibers are killed, so
+    /// it unwinds from its park as soon as it is switched to.
     fn claim(&self, task: &mut Task, id: u64) {
         task.turn += 1;
-        self.interruption.set(if task.cancelled {
-            Interruption::Cancelled
-        } else if task.timed_out {
-            Interruption::TimedOut
-        } else {
-            Interruption::None
-        });
+        if task.cancelled {
+            if let Some(fiber) = &task.resume_at {
+                fiber::mark_killed_upward(fiber);
+            }
+        }
+        self.interruption.set(if task.timed_out { Interruption::TimedOut } else { Interruption::None });
         self.switches.set(self.switches.get() + 1);
         self.current.set(Some(id));
     }
@@ -415,6 +414,8 @@ fn work() {
             }
         }
         if ran.is_err() {
+            // A cancelled task's worker was killed with it; it lives on for the next task.
+            fiber::clear_killed();
             fiber::reset_locals(Inherited::default());
         }
         s.finish(id, &*body, ran);

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use slab::Slab;
 
-use super::{CancelUnwind, Outcome, Scheduler, POLL_EVERY};
+use super::{Outcome, Scheduler, POLL_EVERY};
 use crate::fiber::{inherited_now, Fiber, Inherited, PanicPayload};
 use crate::reactor::timer::TimerKey;
 use crate::reactor::{Alarm, Turn, Wake};
@@ -103,7 +103,7 @@ impl Scheduler {
         let task = self.tasks.borrow_mut().slab.remove(key(id));
         let outcome = match ran {
             Ok(()) => Outcome::Returned,
-            Err(payload) if task.cancelled || payload.is::<CancelUnwind>() => Outcome::Cancelled,
+            Err(payload) if task.cancelled || crate::fiber::is_kill_unwind(&*payload) => Outcome::Cancelled,
             Err(payload) => Outcome::Panicked(PanicPayload::new(payload)),
         };
         self.end(&task, body, outcome);
