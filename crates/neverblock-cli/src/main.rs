@@ -53,6 +53,7 @@ enum Command {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     init_logging(cli.verbose);
+    dump_fibers_on_sigquit();
     match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Bench { bench } => bench.run(),
@@ -75,4 +76,21 @@ fn init_logging(verbose: u8) {
         logger.parse_filters(&spec);
     }
     logger.init();
+}
+
+/// On `SIGQUIT` (Ctrl-\ in a terminal, or `kill -QUIT`), prints what every fiber
+/// of every loop is doing to stderr, as Java does with its threads, and goes on.
+fn dump_fibers_on_sigquit() {
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([signal_hook::consts::SIGQUIT]) else {
+        log::warn!("SIGQUIT cannot be watched; no fiber dump on it");
+        return;
+    };
+    let watcher = std::thread::Builder::new().name("sigquit".into()).spawn(move || {
+        for _ in signals.forever() {
+            eprint!("fiber dump (SIGQUIT):\n{}", neverblock::runtime::dump_process(std::time::Duration::from_secs(2)));
+        }
+    });
+    if let Err(e) = watcher {
+        log::warn!("no thread for the fiber dump on SIGQUIT: {e}");
+    }
 }

@@ -370,3 +370,21 @@ fn serve_keeps_serving_fresh_clients_past_its_descriptor_limit() {
     let log = server.stop();
     assert!(log.contains("Too many open files") && log.contains("connections idle longest"), "{log}");
 }
+
+#[test]
+fn sigquit_prints_a_fiber_dump_and_the_server_goes_on() {
+    let dir = Dir::new("serve-dump");
+    std::fs::write(dir.0.join("a.txt"), "a").unwrap();
+    let mut server = Serve::start(&dir.0, None);
+    server.signal("QUIT");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !server.log.lock().unwrap().contains(" tasks):") && std::time::Instant::now() < deadline {
+        #[expect(clippy::disallowed_methods, reason = "a plain test thread polls the child's log")]
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let answer = String::from_utf8(server.get("/a.txt")).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "still serving after the dump: {answer}");
+    let log = server.stop();
+    assert!(log.contains("fiber dump (SIGQUIT):"), "{log}");
+    assert!(log.contains("is parked on an fd to become readable"), "the accept loop waits on its listener: {log}");
+}

@@ -8,6 +8,7 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread;
 use std::time::Duration;
 
+use super::scheduler::Wait;
 use super::waiter::{self, Waiter};
 use crate::sync::poison::IgnorePoison;
 
@@ -72,9 +73,20 @@ pub fn spawn_blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static)
             Some(Err(payload)) => panic::resume_unwind(payload),
             // The job runs on a thread and cannot be abandoned: a `timeout` waits it out.
             // The lock is released once the waiter is in place, before the fiber parks.
-            None => waiter::wait_through_timeouts(move |w| state.waiter = Some(w)),
+            None => waiter::wait_through_timeouts(Wait::Blocking, move |w| state.waiter = Some(w)),
         }
     }
+}
+
+/// Jobs queued or running on the pool, from any runtime.
+pub(crate) fn jobs_in_flight() -> usize {
+    let state = pool().state.lock().ignore_poison();
+    state.jobs.len() + (state.threads - state.idle)
+}
+
+/// Pool threads waiting for a job: they can wake no fiber until one comes.
+pub(crate) fn idle_threads() -> usize {
+    pool().state.lock().ignore_poison().idle
 }
 
 /// Where a job leaves its result, and who to wake.

@@ -80,6 +80,7 @@ use scheduler::{Scheduler, Woken};
 /// ```
 /// assert_eq!(neverblock::run(|| 6 * 7), 42);
 /// ```
+#[track_caller]
 pub fn run<T: 'static>(f: impl FnOnce() -> T + 'static) -> T {
     assert!(scheduler::current().is_none(), "neverblock::run was called inside a runtime");
     let scheduler =
@@ -116,6 +117,7 @@ pub fn run<T: 'static>(f: impl FnOnce() -> T + 'static) -> T {
 ///     assert_eq!(h.join().unwrap(), "done");
 /// });
 /// ```
+#[track_caller]
 pub fn spawn<T: 'static>(f: impl FnOnce() -> T + 'static) -> JoinHandle<T> {
     try_spawn(f).unwrap_or_else(|e| panic!("neverblock::spawn: {e}"))
 }
@@ -131,6 +133,7 @@ pub fn spawn<T: 'static>(f: impl FnOnce() -> T + 'static) -> JoinHandle<T> {
 /// ```
 /// assert!(neverblock::try_spawn(|| ()).is_err(), "no runtime here");
 /// ```
+#[track_caller]
 pub fn try_spawn<T: 'static>(f: impl FnOnce() -> T + 'static) -> Result<JoinHandle<T>, SpawnError> {
     let scheduler = scheduler::current().ok_or(SpawnError::NoRuntime)?;
     let name = scheduler.current_task().and_then(|id| scheduler.task_name(id));
@@ -147,18 +150,20 @@ pub fn try_spawn<T: 'static>(f: impl FnOnce() -> T + 'static) -> Result<JoinHand
 ///     assert_eq!(h.join().unwrap().as_deref(), Some("worker"));
 /// });
 /// ```
+#[track_caller]
 pub fn spawn_named<T: 'static>(name: &str, f: impl FnOnce() -> T + 'static) -> JoinHandle<T> {
     let scheduler = scheduler::current().expect("neverblock::spawn_named outside a runtime");
     spawn_in(&scheduler, Some(name.into()), f)
 }
 
+#[track_caller]
 fn spawn_in<T: 'static>(
     scheduler: &Scheduler,
     name: Option<Rc<str>>,
     f: impl FnOnce() -> T + 'static,
 ) -> JoinHandle<T> {
     let (job, cell) = task::task_body(f);
-    let id = scheduler.spawn(name, job);
+    let id = scheduler.spawn(name, job, std::panic::Location::caller());
     JoinHandle { id, cell }
 }
 
@@ -244,7 +249,7 @@ pub fn sleep_until(deadline: Instant) {
     // Ends when the timer fires or an enclosing `timeout` expires (both `TimedOut`);
     // a spurious wake-up parks again.
     while Instant::now() < deadline {
-        if s.park_unless_until(|_| false, deadline) == Woken::TimedOut {
+        if s.park_unless_until(scheduler::Wait::Sleep, |_| false, deadline) == Woken::TimedOut {
             return;
         }
     }
@@ -277,6 +282,75 @@ pub fn sleep_until(deadline: Instant) {
 /// ```
 pub fn is_cancellation(payload: &(dyn std::any::Any + Send)) -> bool {
     crate::fiber::is_kill_unwind(payload) || crate::fiber::is_drop_unwind(payload)
+}
+
+/// What every fiber of the runtime on this thread is doing: one line per task
+/// with its number, name, where it was spawned, and whether it runs, is
+/// runnable, or what it is parked on (a timer, an fd, a Mutex, a channel, the
+/// end of another task, …). `None` outside a runtime.
+///
+/// # Examples
+///
+/// ```
+/// neverblock::run(|| {
+///     let sleeper = neverblock::spawn_named("sleeper", || neverblock::sleep(std::time::Duration::from_millis(50)));
+///     neverblock::yield_now();
+///     let dump = neverblock::runtime::dump().unwrap();
+///     assert!(dump.contains("\"sleeper\""), "{dump}");
+///     assert!(dump.contains("is parked on a timer"), "{dump}");
+///     sleeper.join().unwrap();
+/// });
+/// ```
+pub fn dump() -> Option<String> {
+    scheduler::current().map(|s| s.dump())
+}
+
+/// [`dump`] for every loop of every runtime in the process, from any thread (a
+/// thread that watches for `SIGQUIT`, say): each loop writes its own part when
+/// its event loop next turns; one that does not within `wait` (busy in a long
+/// computation) is named as not answering.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+///
+/// neverblock::runtime::Builder::new().threads(2).run(|| {
+///     // From a thread of the blocking pool: this fiber parks meanwhile, so its loop answers too.
+///     let dump = neverblock::spawn_blocking(|| neverblock::runtime::dump_process(Duration::from_secs(5)));
+///     assert_eq!(dump.matches(" tasks):").count(), 2, "{dump}");
+///     assert!(!dump.contains("did not answer"), "{dump}");
+/// });
+/// ```
+pub fn dump_process(wait: std::time::Duration) -> String {
+    let here = scheduler::current();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut asked = Vec::new();
+    for (id, remote) in remote::all() {
+        match &here {
+            Some(s) if s.id() == id => {
+                let _ = tx.send((id, s.dump()));
+            }
+            _ => {
+                let tx = tx.clone();
+                remote.send(Box::new(move |s| drop(tx.send((s.id(), s.dump())))));
+                asked.push(id);
+            }
+        }
+    }
+    drop(tx);
+    let deadline = Instant::now() + wait;
+    let mut parts = Vec::new();
+    while let Ok((id, part)) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        asked.retain(|&a| a != id);
+        parts.push((id, part));
+    }
+    parts.sort_by_key(|(id, _)| *id);
+    let mut out: String = parts.into_iter().map(|(_, part)| part).collect();
+    for id in asked {
+        out.push_str(&format!("loop {id}: did not answer within {wait:?}\n"));
+    }
+    out
 }
 
 /// The deadline of a [`timeout`] passed before its closure finished.

@@ -13,7 +13,7 @@ use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use super::scheduler::{self, Scheduler, Woken};
+use super::scheduler::{self, Scheduler, Wait, Woken};
 use crate::reactor::source::Token;
 use crate::reactor::{poll_blocking, Direction};
 
@@ -184,7 +184,7 @@ fn park(s: &Scheduler, token: Token, direction: Direction, deadline: Option<Inst
         }
     }
     let mut unwait = Unwait { s, token, direction, task: s.current_task() };
-    let woken = s.park_unless(|turn| s.reactor().wait(token, direction, turn, deadline));
+    let woken = s.park_unless(Wait::Fd(direction), |turn| s.reactor().wait(token, direction, turn, deadline));
     if woken == Woken::Ready {
         unwait.task = None;
     }

@@ -75,6 +75,12 @@ impl Drop for Remote {
     }
 }
 
+/// Every live runtime, by id, with its sending end.
+pub(crate) fn all() -> Vec<(u64, RemoteHandle)> {
+    let live = LIVE.lock().ignore_poison();
+    live.iter().filter_map(|(id, inner)| Some((*id, RemoteHandle { inner: inner.upgrade()? }))).collect()
+}
+
 /// The sending end of the live runtime `id`, if it is still running.
 pub(crate) fn find(id: u64) -> Option<RemoteHandle> {
     let live = LIVE.lock().ignore_poison();

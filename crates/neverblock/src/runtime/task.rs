@@ -4,7 +4,7 @@ use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::rc::Rc;
 
-use super::scheduler::{self, Outcome, Scheduler, Woken};
+use super::scheduler::{self, Outcome, Scheduler, Wait, Woken};
 use crate::fiber::PanicPayload;
 use crate::reactor::Turn;
 
@@ -152,7 +152,7 @@ impl<T> JoinHandle<T> {
                 return result;
             }
             let Some(s) = scheduler::in_task() else { return Err(JoinError::RuntimeGone) };
-            if s.park(|turn| self.slot().waiter.set(Some(turn))) == Woken::TimedOut {
+            if s.park(Wait::Join(self.id), |turn| self.slot().waiter.set(Some(turn))) == Woken::TimedOut {
                 return Err(JoinError::TimedOut);
             }
         }

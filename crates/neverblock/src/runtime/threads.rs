@@ -154,7 +154,9 @@ pub fn available_threads() -> usize {
 /// # Panics
 ///
 /// Outside a runtime, or if `index` is not a loop of it.
+#[track_caller]
 pub fn spawn_on<T: Send + 'static>(index: usize, f: impl FnOnce() -> T + Send + 'static) -> RemoteJoinHandle<T> {
+    let spawned_at = std::panic::Location::caller();
     let remote = match LOOPS.with(|l| l.borrow().as_ref().map(|loops| loops.get(index).map(|lp| lp.remote.clone()))) {
         Some(Some(remote)) => remote,
         Some(None) => panic!("neverblock::spawn_on: no loop {index} (there are {})", thread_count()),
@@ -168,7 +170,7 @@ pub fn spawn_on<T: Send + 'static>(index: usize, f: impl FnOnce() -> T + Send + 
             let result = panic::catch_unwind(AssertUnwindSafe(f)).map_err(PanicPayload::new);
             tx.send(result);
         });
-        s.spawn(None, body);
+        s.spawn(None, body, spawned_at);
     }));
     RemoteJoinHandle { rx }
 }
@@ -178,6 +180,7 @@ pub fn spawn_on<T: Send + 'static>(index: usize, f: impl FnOnce() -> T + Send + 
 /// # Panics
 ///
 /// Outside a runtime.
+#[track_caller]
 pub fn spawn_least_loaded<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> RemoteJoinHandle<T> {
     let index = LOOPS.with(|l| {
         l.borrow()

@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 use std::thread::{self, Thread};
 
-use super::scheduler::{self, Woken};
+use super::scheduler::{self, Wait, Woken};
 use crate::reactor::Turn;
 
 /// Wakes one parked fiber or blocked thread, from any thread.
@@ -34,24 +34,24 @@ impl Waiter {
 /// # Panics
 ///
 /// Unwinds a cancelled task (see `JoinHandle::cancel`).
-pub(crate) fn wait(register: impl FnOnce(Waiter)) -> Woken {
-    wait_inner(register, true)
+pub(crate) fn wait(why: Wait, register: impl FnOnce(Waiter)) -> Woken {
+    wait_inner(why, register, true)
 }
 
 /// Like [`wait`], but an expired `timeout` scope does not end the wait: for work
 /// that cannot be abandoned. Wakes can still be spurious.
-pub(crate) fn wait_through_timeouts(register: impl FnOnce(Waiter)) {
-    wait_inner(register, false);
+pub(crate) fn wait_through_timeouts(why: Wait, register: impl FnOnce(Waiter)) {
+    wait_inner(why, register, false);
 }
 
-fn wait_inner(register: impl FnOnce(Waiter), interruptible: bool) -> Woken {
+fn wait_inner(why: Wait, register: impl FnOnce(Waiter), interruptible: bool) -> Woken {
     let Some(s) = scheduler::in_task() else {
         register(Waiter::Thread(thread::current()));
         thread::park();
         return Woken::Ready;
     };
     let scheduler = s.id();
-    s.park_for_waiter(|turn| register(Waiter::Fiber { scheduler, turn }), interruptible)
+    s.park_for_waiter(why, |turn| register(Waiter::Fiber { scheduler, turn }), interruptible)
 }
 
 /// Waiters in arrival order, each under a ticket so it can leave the line.

@@ -22,7 +22,7 @@ pub use oneshot::{oneshot, OneshotReceiver, OneshotSender};
 pub use semaphore::{Permit, Semaphore};
 pub use wait_group::WaitGroup;
 
-use crate::runtime::scheduler::Woken;
+use crate::runtime::scheduler::{Wait, Woken};
 use crate::runtime::waiter::{self, WaitList};
 
 /// The lock around a primitive's own state. It is held for a few instructions
@@ -39,7 +39,12 @@ fn lock<S>(m: &StateLock<S>) -> StateGuard<'_, S> {
 
 /// Waits in `list` (inside `state`) until woken. On a timeout, or when the fiber is
 /// cancelled, it leaves the line, passing a wake-up it already got to the next waiter.
-fn wait_in<S>(state: &StateLock<S>, guard: StateGuard<'_, S>, list: impl Fn(&mut S) -> &mut WaitList) -> Woken {
+fn wait_in<S>(
+    what: &'static str,
+    state: &StateLock<S>,
+    guard: StateGuard<'_, S>,
+    list: impl Fn(&mut S) -> &mut WaitList,
+) -> Woken {
     struct Leave<'a, S, F: Fn(&mut S) -> &mut WaitList> {
         state: &'a StateLock<S>,
         list: &'a F,
@@ -58,7 +63,7 @@ fn wait_in<S>(state: &StateLock<S>, guard: StateGuard<'_, S>, list: impl Fn(&mut
         }
     }
     let mut leave = Leave { state, list: &list, ticket: None };
-    let woken = waiter::wait(|w| {
+    let woken = waiter::wait(Wait::Sync(what), |w| {
         let mut guard = guard;
         leave.ticket = Some(list(&mut guard).push(w));
     });

@@ -50,7 +50,7 @@ pub struct MutexGuard<'a, T> {
 impl<T> Mutex<T> {
     /// A mutex holding `value`.
     pub fn new(value: T) -> Mutex<T> {
-        Mutex { gate: Semaphore::new(1), value: StdMutex::new(value) }
+        Mutex { gate: Semaphore::named(1, "a Mutex"), value: StdMutex::new(value) }
     }
 
     /// Locks, parking the fiber while another holds the lock.

@@ -56,7 +56,7 @@ impl Notify {
         if std::mem::take(&mut state.permit) {
             return Ok(());
         }
-        match wait_in(&self.state, state, |s| &mut s.waiters) {
+        match wait_in("a Notify", &self.state, state, |s| &mut s.waiters) {
             Woken::Ready => Ok(()),
             Woken::TimedOut => Err(Elapsed),
         }

@@ -72,7 +72,7 @@ impl<T> OneshotReceiver<T> {
             if !state.sender {
                 return Err(RecvError::Disconnected);
             }
-            if wait_in(&self.shared, state, |s| &mut s.waiters) == Woken::TimedOut {
+            if wait_in("a oneshot value", &self.shared, state, |s| &mut s.waiters) == Woken::TimedOut {
                 return Err(RecvError::TimedOut);
             }
         }

@@ -26,6 +26,8 @@ use crate::Elapsed;
 /// ```
 pub struct Semaphore {
     state: StateLock<State>,
+    /// What a fiber parked on it waits for, in a deadlock report.
+    what: &'static str,
 }
 
 struct State {
@@ -41,7 +43,12 @@ pub struct Permit<'a> {
 impl Semaphore {
     /// A semaphore with `permits` permits.
     pub fn new(permits: usize) -> Semaphore {
-        Semaphore { state: StateLock::new(State { permits, waiters: WaitList::default() }) }
+        Semaphore::named(permits, "a Semaphore permit")
+    }
+
+    /// A semaphore whose waiters wait on `what`, in a deadlock report.
+    pub(crate) fn named(permits: usize, what: &'static str) -> Semaphore {
+        Semaphore { state: StateLock::new(State { permits, waiters: WaitList::default() }), what }
     }
 
     /// Takes a permit, parking the fiber while none is free.
@@ -62,7 +69,7 @@ impl Semaphore {
                     first.wake();
                 }
             }
-            if wait_in(&self.state, state, |s| &mut s.waiters) == Woken::TimedOut {
+            if wait_in(self.what, &self.state, state, |s| &mut s.waiters) == Woken::TimedOut {
                 return Err(Elapsed);
             }
             let mut state = lock(&self.state);

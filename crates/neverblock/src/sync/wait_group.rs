@@ -82,7 +82,7 @@ impl WaitGroup {
             if state.count == 0 {
                 return Ok(());
             }
-            if wait_in(&self.state, state, |s| &mut s.waiters) == Woken::TimedOut {
+            if wait_in("a WaitGroup", &self.state, state, |s| &mut s.waiters) == Woken::TimedOut {
                 return Err(Elapsed);
             }
         }

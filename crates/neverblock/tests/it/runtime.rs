@@ -211,6 +211,8 @@ fn a_runtime_where_nothing_can_wake_a_fiber_reports_a_deadlock() {
     .unwrap_err();
     let message = payload.downcast_ref::<String>().cloned().unwrap_or_default();
     assert!(message.contains("deadlock"), "{message}");
+    assert!(message.contains("waits on the end of task"), "the main fiber's wait is named: {message}");
+    assert!(message.contains("tests/it/runtime.rs:"), "and where each was spawned: {message}");
 }
 
 #[test]
@@ -472,4 +474,21 @@ fn cancelling_a_task_parked_in_a_fiber_it_resumed_kills_both_and_its_worker_serv
     });
     assert_eq!(dropped.get(), 2, "what the task and the fiber it resumed held was dropped");
     assert_eq!(next, "served", "a worker that ran the cancelled task runs the next one");
+}
+
+#[test]
+fn a_deadlock_on_sync_primitives_is_reported_with_each_fiber_not_a_hang() {
+    for (scenario, expected) in [
+        ("mutex", &["task", "\"left\"", "\"right\"", "waits on a Mutex", "waits on the end of task"][..]),
+        ("channel", &["\"echo\"", "waits on a channel message"][..]),
+    ] {
+        let out = crate::support::run_example_bounded("deadlock", &[scenario], 60);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{scenario}: the program ends with an error, not a hang");
+        assert!(stderr.contains("every fiber is parked and nothing can wake one (deadlock)"), "{scenario}: {stderr}");
+        for line in expected {
+            assert!(stderr.contains(line), "{scenario}: the report says {line:?}: {stderr}");
+        }
+        assert!(stderr.contains("examples/deadlock.rs:"), "{scenario}: where each fiber was spawned: {stderr}");
+    }
 }

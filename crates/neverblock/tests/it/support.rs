@@ -12,6 +12,18 @@ pub(crate) fn run_example(name: &str, args: &[&str]) -> Output {
     Command::new(&path).args(args).output().unwrap_or_else(|e| panic!("run {}: {e}", path.display()))
 }
 
+/// Like [`run_example`], killing the example if it runs longer than `seconds`
+/// (coreutils' `timeout`), so a program that hangs fails the test instead.
+pub(crate) fn run_example_bounded(name: &str, args: &[&str], seconds: u32) -> Output {
+    let path = example_path(name);
+    Command::new("timeout")
+        .args(["--kill-after=5", &seconds.to_string()])
+        .arg(&path)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("run {} under timeout: {e}", path.display()))
+}
+
 /// The path of one of this crate's examples, built first if this test run did not.
 pub(crate) fn example_path(name: &str) -> PathBuf {
     let test_exe = std::env::current_exe().expect("test binary path");

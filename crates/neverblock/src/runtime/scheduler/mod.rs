@@ -6,6 +6,7 @@
 //! This file is the switching (parks, wakes, dispatch, the worker fibers);
 //! `tasks.rs` is the task table and `root_loop.rs` the loop the root runs.
 
+mod dump;
 mod root_loop;
 mod tasks;
 
@@ -21,6 +22,7 @@ use super::running;
 use crate::fiber::{self, Fiber, Inherited, PanicPayload, StackError};
 use crate::reactor::timer::TimerKey;
 use crate::reactor::{Alarm, Reactor, Turn, Wake};
+pub(crate) use dump::Wait;
 use tasks::{continue_here, key, live, Task, Tasks};
 
 /// Task switches between two polls for timers and I/O while tasks are runnable (tokio's figure).
@@ -148,8 +150,8 @@ impl Scheduler {
     ///
     /// Unwinds when the task is cancelled: it is killed at its park point, as
     /// `Fiber::kill` kills a fiber.
-    pub(crate) fn park(&self, register: impl FnOnce(Turn)) -> Woken {
-        self.park_unless(|wake| {
+    pub(crate) fn park(&self, wait: Wait, register: impl FnOnce(Turn)) -> Woken {
+        self.park_unless(wait, |wake| {
             register(wake);
             false
         })
@@ -157,14 +159,19 @@ impl Scheduler {
 
     /// Like [`park`](Self::park), but when `register` returns true (what the task
     /// waits for has already happened) it does not park.
-    pub(crate) fn park_unless(&self, register: impl FnOnce(Turn) -> bool) -> Woken {
-        self.park_inner(register, true)
+    pub(crate) fn park_unless(&self, wait: Wait, register: impl FnOnce(Turn) -> bool) -> Woken {
+        self.park_inner(wait, register, true)
     }
 
     /// Like [`park_unless`](Self::park_unless), ending at `deadline` too (then
     /// `TimedOut`): one timer entry that wakes this park alone, taken back when the
     /// park ends. No `timeout` scope, so no clock read.
-    pub(crate) fn park_unless_until(&self, register: impl FnOnce(Turn) -> bool, deadline: Instant) -> Woken {
+    pub(crate) fn park_unless_until(
+        &self,
+        wait: Wait,
+        register: impl FnOnce(Turn) -> bool,
+        deadline: Instant,
+    ) -> Woken {
         /// Takes the timer back however the park ends (also on a cancellation's unwind).
         struct Timer<'a>(&'a Reactor, Option<TimerKey>);
         impl Drop for Timer<'_> {
@@ -176,6 +183,7 @@ impl Scheduler {
         }
         let mut timer = Timer(&self.reactor, None);
         let woken = self.park_inner(
+            wait,
             |turn| {
                 if register(turn) {
                     return true;
@@ -196,7 +204,7 @@ impl Scheduler {
     /// Like [`park`](Self::park), for a wake that may come from another thread; when
     /// not `interruptible`, an expired `timeout` scope does not end it (for waits on
     /// work that cannot be abandoned, such as a blocking-pool job).
-    pub(crate) fn park_for_waiter(&self, register: impl FnOnce(Turn), interruptible: bool) -> Woken {
+    pub(crate) fn park_for_waiter(&self, wait: Wait, register: impl FnOnce(Turn), interruptible: bool) -> Woken {
         struct Waiting<'a>(&'a Cell<usize>);
         impl Drop for Waiting<'_> {
             fn drop(&mut self) {
@@ -206,15 +214,16 @@ impl Scheduler {
         self.waiting.set(self.waiting.get() + 1);
         let _waiting = Waiting(&self.waiting);
         self.park_inner(
-            |wake| {
-                register(wake);
+            wait,
+            |turn| {
+                register(turn);
                 false
             },
             interruptible,
         )
     }
 
-    fn park_inner(&self, register: impl FnOnce(Turn) -> bool, interruptible: bool) -> Woken {
+    fn park_inner(&self, wait: Wait, register: impl FnOnce(Turn) -> bool, interruptible: bool) -> Woken {
         let id = self.current.get().expect("park is called from a task");
         let mut tasks = self.tasks.borrow_mut();
         let task = live(&mut tasks.slab, id).expect("the running task is registered");
@@ -226,6 +235,7 @@ impl Scheduler {
             return Woken::TimedOut;
         }
         let turn = Turn { task: id, number: task.turn };
+        task.waits_on = wait;
         let replaced = continue_here(task);
         drop(tasks);
         drop(replaced); // a fiber the task resumed earlier may unwind here, outside the borrow
@@ -352,6 +362,7 @@ impl Scheduler {
     /// it unwinds from its park as soon as it is switched to.
     fn claim(&self, task: &mut Task, id: u64) {
         task.turn += 1;
+        task.waits_on = Wait::Nothing;
         if task.cancelled {
             if let Some(fiber) = &task.resume_at {
                 fiber::mark_killed_upward(fiber);

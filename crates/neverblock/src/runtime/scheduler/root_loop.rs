@@ -4,9 +4,14 @@
 //! ends or nothing can ever wake a parked one.
 
 use std::io;
+use std::time::Duration;
 
 use super::Scheduler;
 use crate::reactor::Wake;
+
+/// How often a loop whose tasks all wait on sync primitives, which another
+/// thread might release, looks again whether any thread is left that could.
+const STALLED_RECHECK: Duration = Duration::from_secs(1);
 
 impl Scheduler {
     /// Does what the loop found: continues a task, or ends its park because a
@@ -40,21 +45,22 @@ impl Scheduler {
                 return Ok(());
             }
             let idle = self.tasks.borrow().queue.is_empty();
-            if idle
-                && !self.reactor.has_timers()
-                && !self.reactor.has_fd_waiters()
-                && self.waiting.get() == 0
-                && !self.remote.may_wake()
-            {
-                return Err(io::Error::new(
-                    io::ErrorKind::Deadlock,
-                    "every fiber is parked and nothing can wake one (deadlock)",
-                ));
+            // Parked for good unless another thread wakes one of them: tasks on sync
+            // primitives another thread could hold, checked again every second.
+            let stalled =
+                idle && !self.reactor.has_timers() && !self.reactor.has_fd_waiters() && !self.remote.may_wake();
+            if stalled && (self.waiting.get() == 0 || super::dump::alone_in_the_process()) {
+                return Err(io::Error::new(io::ErrorKind::Deadlock, self.deadlock_report()));
             }
             // While tasks are runnable and nobody waits for an fd or has handed in
             // work, only the due timers are looked at: no system call.
             let found = if idle || self.reactor.has_fd_waiters() || self.remote.has_work() {
-                self.reactor.turn(if idle { None } else { Some(std::time::Duration::ZERO) })?
+                let timeout = match (idle, stalled) {
+                    (false, _) => Some(Duration::ZERO),
+                    (true, true) => Some(STALLED_RECHECK),
+                    (true, false) => None,
+                };
+                self.reactor.turn(timeout)?
             } else {
                 self.reactor.expire_timers()
             };

@@ -3,13 +3,14 @@
 //! task is spawned, cancelled, timed out or ends.
 
 use std::collections::VecDeque;
+use std::panic::Location;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use slab::Slab;
 
-use super::{Outcome, Scheduler, POLL_EVERY};
+use super::{Outcome, Scheduler, Wait, POLL_EVERY};
 use crate::fiber::{inherited_now, Fiber, Inherited, PanicPayload};
 use crate::reactor::timer::TimerKey;
 use crate::reactor::{Alarm, Turn, Wake};
@@ -37,6 +38,10 @@ pub(super) struct Task {
     pub(super) deadlines: Vec<(Instant, TimerKey)>,
     pub(super) timed_out: bool,
     pub(super) name: Option<Rc<str>>,
+    /// Where `spawn` was called, for dumps and deadlock reports.
+    pub(super) spawned_at: &'static Location<'static>,
+    /// What the task waits for while parked.
+    pub(super) waits_on: Wait,
 }
 
 /// The live tasks and the run queue, under one borrow.
@@ -51,8 +56,13 @@ pub(super) struct Tasks {
 }
 
 impl Scheduler {
-    /// Adds a task running `body`.
-    pub(crate) fn spawn(&self, name: Option<Rc<str>>, body: Rc<dyn TaskBody>) -> u64 {
+    /// Adds a task running `body`, spawned at `spawned_at`.
+    pub(crate) fn spawn(
+        &self,
+        name: Option<Rc<str>>,
+        body: Rc<dyn TaskBody>,
+        spawned_at: &'static Location<'static>,
+    ) -> u64 {
         let seq = self.next_seq.get();
         self.next_seq.set(seq.checked_add(1).unwrap_or(1));
         let mut tasks = self.tasks.borrow_mut();
@@ -68,6 +78,8 @@ impl Scheduler {
             deadlines: Vec::new(),
             timed_out: false,
             name,
+            spawned_at,
+            waits_on: Wait::Nothing,
         });
         tasks.queue.push_back(Turn { task: id, number: FIRST_TURN });
         self.live_tasks.store(self.live_tasks.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
