@@ -1,7 +1,9 @@
 //! What a fiber that runs off its stack does: the process stops with a message.
 //!
 //! `cargo run --example stack_overflow` (add `mprotect` to use `mprotect` guard pages)
-//! prints "neverblock: a fiber's stack overflowed (stack size 16 KiB) …" and aborts.
+//! prints "neverblock: a fiber's stack overflowed (stack size 16 KiB) …" and aborts,
+//! naming `fiber::Builder::stack_size`; with `task`, a runtime task overflows its
+//! stack and the message names the runtime's settings instead.
 
 use neverblock::fiber::Builder;
 
@@ -14,6 +16,11 @@ fn recurse(depth: u64) -> u64 {
 }
 
 fn main() {
+    if std::env::args().any(|a| a == "task") {
+        neverblock::runtime::Builder::new().stack_size(16 * 1024).run(|| recurse(0));
+        eprintln!("unreachable: the task returned");
+        return;
+    }
     let mprotect = std::env::args().any(|a| a == "mprotect");
     let fiber = Builder::new()
         .stack_size(16 * 1024)

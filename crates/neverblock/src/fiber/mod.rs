@@ -116,6 +116,7 @@ pub(crate) use local::{inherited_now, reset_current as reset_locals, Inherited};
 pub use stack::{set_stack_limit, stack_stats, StackError, StackStats, DEFAULT_STACK_SIZE};
 pub(crate) use switch::{is_drop_unwind, is_kill_unwind, unwinding_a_dropped_fiber};
 
+use crate::sys::overflow::StackUse;
 use switch::Core;
 
 /// A handle to a fiber that receives and gives values of type `T`.
@@ -166,6 +167,8 @@ pub enum FiberState {
 pub struct Builder {
     stack_size: usize,
     force_mprotect: bool,
+    /// Runs runtime tasks (a worker fiber), for the overflow message.
+    for_tasks: bool,
 }
 
 impl Default for Builder {
@@ -177,7 +180,7 @@ impl Default for Builder {
 impl Builder {
     /// Default options: [`DEFAULT_STACK_SIZE`], the cheapest guard pages the kernel offers.
     pub fn new() -> Builder {
-        Builder { stack_size: DEFAULT_STACK_SIZE, force_mprotect: false }
+        Builder { stack_size: DEFAULT_STACK_SIZE, force_mprotect: false, for_tasks: false }
     }
 
     /// Usable bytes of stack, rounded up to whole pages (at least one page).
@@ -202,6 +205,12 @@ impl Builder {
         self
     }
 
+    /// Marks the fiber as a runtime's worker, so a stack overflow names the runtime's settings.
+    pub(crate) fn for_tasks(mut self) -> Builder {
+        self.for_tasks = true;
+        self
+    }
+
     /// Makes a fiber that will run `body` when first resumed or transferred to.
     ///
     /// # Errors
@@ -219,7 +228,8 @@ impl Builder {
         inherited: Option<Inherited>,
         body: impl FnOnce(T) -> T + 'static,
     ) -> Result<Fiber<T>, StackError> {
-        let stack = stack::allocate(self.stack_size, stack::guard_kind(self.force_mprotect))?;
+        let used = if self.for_tasks { StackUse::Task } else { StackUse::Fiber };
+        let stack = stack::allocate(self.stack_size, stack::guard_kind(self.force_mprotect), used)?;
         Ok(Fiber { core: Core::spawn(stack, inherited, body), value: PhantomData })
     }
 }

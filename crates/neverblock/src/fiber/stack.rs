@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use crate::sys::memory::{self, GuardKind};
-use crate::sys::overflow;
+use crate::sys::overflow::{self, StackUse};
 
 /// Usable bytes of a fiber stack unless [`Builder::stack_size`](super::Builder::stack_size)
 /// says otherwise. Only the pages a fiber touches become resident.
@@ -172,17 +172,17 @@ static SPLIT_STACKS: AtomicUsize = AtomicUsize::new(0);
 /// The smallest stack handed out: a page for the first frames and then some.
 const MIN_STACK_SIZE: usize = 4096;
 
-/// Takes a stack of `size` usable bytes from this thread's pool.
-pub(crate) fn allocate(size: usize, guard: GuardKind) -> Result<PooledStack, StackError> {
+/// Takes a stack of `size` usable bytes from this thread's pool for `used`.
+pub(crate) fn allocate(size: usize, guard: GuardKind, used: StackUse) -> Result<PooledStack, StackError> {
     let page = memory::page_size();
     let size = size.max(MIN_STACK_SIZE).next_multiple_of(page);
     let pool = POOLS.with(|pools| {
         let mut pools = pools.borrow_mut();
-        if let Some(pool) = pools.iter().find(|p| p.size == size && p.guard == guard) {
+        if let Some(pool) = pools.iter().find(|p| p.size == size && p.guard == guard && p.used == used) {
             return pool.clone();
         }
         overflow::ensure_alt_stack();
-        let pool = Rc::new(Pool { size, guard, page, state: RefCell::new(PoolState::default()) });
+        let pool = Rc::new(Pool { size, guard, used, page, state: RefCell::new(PoolState::default()) });
         pools.push(pool.clone());
         pool
     });
@@ -223,10 +223,12 @@ impl Drop for PooledStack {
     }
 }
 
-/// The stacks of one size and guard kind on one thread.
+/// The stacks of one size, guard kind and use on one thread.
 struct Pool {
     size: usize,
     guard: GuardKind,
+    /// Whose stacks: the overflow message names the setting that sizes them.
+    used: StackUse,
     page: usize,
     state: RefCell<PoolState>,
 }
@@ -298,7 +300,7 @@ impl Pool {
         }
         let base = memory::reserve(len).map_err(StackError::Os)?;
         MAPPINGS.fetch_add(1, Ordering::Relaxed);
-        let registration = overflow::register(base, len, self.slot(), self.page);
+        let registration = overflow::register(base, len, self.slot(), self.page, self.used);
         state.chunks.push(Chunk { base, len, registration });
         state.carve = base;
         state.carve_end = base + len;

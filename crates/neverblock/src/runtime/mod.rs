@@ -49,6 +49,7 @@ mod remote;
 mod running;
 pub(crate) mod scheduler;
 mod task;
+mod task_builder;
 mod threads;
 pub(crate) mod waiter;
 
@@ -60,6 +61,7 @@ use std::time::{Duration, Instant};
 pub use blocking::{spawn_blocking, MAX_BLOCKING_THREADS};
 pub use fiber_pool::FiberPool;
 pub use task::{JoinError, JoinHandle};
+pub use task_builder::TaskBuilder;
 pub use threads::{
     available_threads, spawn_least_loaded, spawn_on, thread_count, thread_index, Builder, RemoteJoinHandle,
 };
@@ -82,11 +84,17 @@ use scheduler::{Scheduler, Woken};
 /// ```
 #[track_caller]
 pub fn run<T: 'static>(f: impl FnOnce() -> T + 'static) -> T {
+    run_with_stacks(crate::fiber::DEFAULT_STACK_SIZE, f)
+}
+
+/// [`run`], its tasks on stacks of `stack_size` usable bytes unless they ask for another.
+#[track_caller]
+pub(crate) fn run_with_stacks<T: 'static>(stack_size: usize, f: impl FnOnce() -> T + 'static) -> T {
     assert!(scheduler::current().is_none(), "neverblock::run was called inside a runtime");
     let scheduler =
-        Rc::new(Scheduler::new().unwrap_or_else(|e| panic!("neverblock: cannot start the event loop: {e}")));
+        Rc::new(Scheduler::new(stack_size).unwrap_or_else(|e| panic!("neverblock: cannot start the event loop: {e}")));
     let _entered = scheduler.enter();
-    let handle = spawn_in(&scheduler, None, f);
+    let handle = spawn_in(&scheduler, None, None, f);
     let ended = scheduler.run_until_done(handle.id);
     scheduler.drop_tasks();
     if let Err(e) = ended {
@@ -137,7 +145,7 @@ pub fn spawn<T: 'static>(f: impl FnOnce() -> T + 'static) -> JoinHandle<T> {
 pub fn try_spawn<T: 'static>(f: impl FnOnce() -> T + 'static) -> Result<JoinHandle<T>, SpawnError> {
     let scheduler = scheduler::current().ok_or(SpawnError::NoRuntime)?;
     let name = scheduler.current_task().and_then(|id| scheduler.task_name(id));
-    Ok(spawn_in(&scheduler, name, f))
+    Ok(spawn_in(&scheduler, name, None, f))
 }
 
 /// Like [`spawn`], naming the fiber (see [`current_task_name`]).
@@ -153,17 +161,18 @@ pub fn try_spawn<T: 'static>(f: impl FnOnce() -> T + 'static) -> Result<JoinHand
 #[track_caller]
 pub fn spawn_named<T: 'static>(name: &str, f: impl FnOnce() -> T + 'static) -> JoinHandle<T> {
     let scheduler = scheduler::current().expect("neverblock::spawn_named outside a runtime");
-    spawn_in(&scheduler, Some(name.into()), f)
+    spawn_in(&scheduler, Some(name.into()), None, f)
 }
 
 #[track_caller]
 fn spawn_in<T: 'static>(
     scheduler: &Scheduler,
     name: Option<Rc<str>>,
+    stack_size: Option<usize>,
     f: impl FnOnce() -> T + 'static,
 ) -> JoinHandle<T> {
     let (job, cell) = task::task_body(f);
-    let id = scheduler.spawn(name, job, std::panic::Location::caller());
+    let id = scheduler.spawn(name, job, std::panic::Location::caller(), stack_size);
     JoinHandle { id, cell }
 }
 

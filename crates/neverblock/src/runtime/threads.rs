@@ -30,6 +30,7 @@ use crate::sync::{oneshot, OneshotReceiver, OneshotSender, RecvError};
 #[derive(Debug, Clone)]
 pub struct Builder {
     threads: usize,
+    stack_size: usize,
 }
 
 impl Default for Builder {
@@ -52,7 +53,7 @@ thread_local! {
 impl Builder {
     /// One thread: the calling one (what [`run`](crate::run) does).
     pub fn new() -> Builder {
-        Builder { threads: 1 }
+        Builder { threads: 1, stack_size: crate::fiber::DEFAULT_STACK_SIZE }
     }
 
     /// Runs `n` loops: the calling thread's and `n - 1` more (at least 1). A server
@@ -62,27 +63,48 @@ impl Builder {
         self
     }
 
+    /// Usable bytes of stack for every task of the runtime (default
+    /// [`DEFAULT_STACK_SIZE`](crate::fiber::DEFAULT_STACK_SIZE), 128 KiB; only the
+    /// pages a task touches become resident). One task can ask for its own size
+    /// with [`TaskBuilder::stack_size`](super::TaskBuilder::stack_size).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let sum = neverblock::runtime::Builder::new().stack_size(1 << 20).run(|| {
+    ///     let big = [1u8; 512 * 1024]; // more than the default stack holds
+    ///     big.iter().map(|&b| u32::from(b)).sum::<u32>()
+    /// });
+    /// assert_eq!(sum, 512 * 1024);
+    /// ```
+    pub fn stack_size(mut self, bytes: usize) -> Builder {
+        self.stack_size = bytes;
+        self
+    }
+
     /// Runs `f` in a fiber on the calling thread's loop; when it returns, the other
     /// loops stop (their fibers are cancelled) and their threads are joined.
     ///
     /// # Panics
     ///
     /// As [`run`](crate::run); also if a thread cannot be started.
+    #[track_caller]
     pub fn run<T: 'static>(self, f: impl FnOnce() -> T + 'static) -> T {
         let (ready_tx, ready_rx) = mpsc::channel::<(usize, Loop, OneshotSender<()>)>();
+        let stack_size = self.stack_size;
         let (registry_txs, workers): (Vec<_>, Vec<_>) = (1..self.threads)
             .map(|index| {
                 let ready = ready_tx.clone();
                 let (registry_tx, registry_rx) = oneshot::<Arc<Vec<Loop>>>();
                 let worker = thread::Builder::new()
                     .name(format!("neverblock-{index}"))
-                    .spawn(move || worker(index, ready, registry_rx))
+                    .spawn(move || worker(index, stack_size, ready, registry_rx))
                     .unwrap_or_else(|e| panic!("neverblock: cannot start loop thread {index}: {e}"));
                 (registry_tx, worker)
             })
             .unzip();
         drop(ready_tx);
-        let value = crate::run(move || {
+        let value = super::run_with_stacks(stack_size, move || {
             let s = scheduler::current().expect("inside run");
             let mut loops: Vec<Option<Loop>> = (0..self.threads).map(|_| None).collect();
             loops[0] = Some(Loop { remote: s.remote_handle(), load: s.live_tasks() });
@@ -109,10 +131,11 @@ impl Builder {
 /// A loop thread: reports its loop, learns the others, runs until told to stop.
 fn worker(
     index: usize,
+    stack_size: usize,
     ready: mpsc::Sender<(usize, Loop, OneshotSender<()>)>,
     registry: OneshotReceiver<Arc<Vec<Loop>>>,
 ) {
-    crate::run(move || {
+    super::run_with_stacks(stack_size, move || {
         let s = scheduler::current().expect("inside run");
         INDEX.with(|i| i.set(index));
         let (stop_tx, stop_rx) = oneshot::<()>();
@@ -170,7 +193,7 @@ pub fn spawn_on<T: Send + 'static>(index: usize, f: impl FnOnce() -> T + Send + 
             let result = panic::catch_unwind(AssertUnwindSafe(f)).map_err(PanicPayload::new);
             tx.send(result);
         });
-        s.spawn(None, body, spawned_at);
+        s.spawn(None, body, spawned_at, None);
     }));
     RemoteJoinHandle { rx }
 }

@@ -21,6 +21,17 @@ struct Region {
     end: AtomicUsize,
     slot: AtomicUsize,
     guard: AtomicUsize,
+    /// Whose stacks these are: 0 fibers made with `fiber::Builder`, 1 runtime tasks.
+    tasks: AtomicBool,
+}
+
+/// Whose stacks a region holds, so the message names the setting that sizes them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum StackUse {
+    /// Fibers made with `fiber::Builder`.
+    Fiber,
+    /// The worker fibers that run runtime tasks.
+    Task,
 }
 
 #[allow(clippy::declare_interior_mutable_const)] // used only to initialise the table
@@ -29,6 +40,7 @@ const EMPTY: Region = Region {
     end: AtomicUsize::new(0),
     slot: AtomicUsize::new(0),
     guard: AtomicUsize::new(0),
+    tasks: AtomicBool::new(false),
 };
 static REGIONS: [Region; SLOTS] = [EMPTY; SLOTS];
 static CLAIMED: [AtomicBool; SLOTS] = [const { AtomicBool::new(false) }; SLOTS];
@@ -39,7 +51,7 @@ const SIGNALS: [libc::c_int; 2] = [libc::SIGSEGV, libc::SIGBUS];
 
 /// Enters a region of stacks so that a fault in one of its guard pages is reported.
 /// Returns the entry to pass to [`unregister`], or `None` when the table is full.
-pub(crate) fn register(start: usize, len: usize, slot: usize, guard: usize) -> Option<usize> {
+pub(crate) fn register(start: usize, len: usize, slot: usize, guard: usize, used: StackUse) -> Option<usize> {
     install();
     let index =
         CLAIMED.iter().position(|c| c.compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed).is_ok())?;
@@ -47,6 +59,7 @@ pub(crate) fn register(start: usize, len: usize, slot: usize, guard: usize) -> O
     region.start.store(start, Ordering::Relaxed);
     region.slot.store(slot, Ordering::Relaxed);
     region.guard.store(guard, Ordering::Relaxed);
+    region.tasks.store(used == StackUse::Task, Ordering::Relaxed);
     region.end.store(start + len, Ordering::Release);
     Some(index)
 }
@@ -100,8 +113,9 @@ fn install() {
     });
 }
 
-/// Finds the registered stack whose guard page holds `addr`; returns its usable size.
-fn overflowed_stack(addr: usize) -> Option<usize> {
+/// Finds the registered stack whose guard page holds `addr`; returns its usable
+/// size and whose it is.
+fn overflowed_stack(addr: usize) -> Option<(usize, StackUse)> {
     REGIONS.iter().find_map(|r| {
         let end = r.end.load(Ordering::Acquire);
         let start = r.start.load(Ordering::Relaxed);
@@ -109,15 +123,16 @@ fn overflowed_stack(addr: usize) -> Option<usize> {
             return None;
         }
         let (slot, guard) = (r.slot.load(Ordering::Relaxed), r.guard.load(Ordering::Relaxed));
-        ((addr - start) % slot < guard).then_some(slot - guard)
+        let used = if r.tasks.load(Ordering::Relaxed) { StackUse::Task } else { StackUse::Fiber };
+        ((addr - start) % slot < guard).then_some((slot - guard, used))
     })
 }
 
 extern "C" fn on_fault(signal: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo for handlers installed with SA_SIGINFO.
     let addr = unsafe { (*info).si_addr() } as usize;
-    if let Some(size) = overflowed_stack(addr) {
-        report_and_abort(size);
+    if let Some((size, used)) = overflowed_stack(addr) {
+        report_and_abort(size, used);
     }
     let index = SIGNALS.iter().position(|&s| s == signal).unwrap_or(0);
     // SAFETY: PREVIOUS was fully written by `install` before this handler could run.
@@ -140,8 +155,8 @@ extern "C" fn on_fault(signal: libc::c_int, info: *mut libc::siginfo_t, context:
 }
 
 /// Writes the overflow message with async-signal-safe calls only, then aborts.
-fn report_and_abort(stack_size: usize) -> ! {
-    let mut buf = [0u8; 256];
+fn report_and_abort(stack_size: usize, used: StackUse) -> ! {
+    let mut buf = [0u8; 320];
     let mut len = 0;
     let mut put = |bytes: &[u8]| {
         let n = bytes.len().min(buf.len() - len);
@@ -161,7 +176,13 @@ fn report_and_abort(stack_size: usize) -> ! {
         }
     }
     put(&digits[i..]);
-    put(b" KiB); give the fiber a larger stack with fiber::Builder::stack_size\n");
+    put(match used {
+        StackUse::Fiber => b" KiB); give the fiber a larger stack with fiber::Builder::stack_size\n".as_slice(),
+        StackUse::Task => {
+            b" KiB) running a task; give tasks larger stacks with runtime::Builder::stack_size, \
+              or this one with runtime::TaskBuilder::stack_size\n"
+        }
+    });
     // SAFETY: write(2) and abort(3) are async-signal-safe; `buf[..len]` is initialised.
     unsafe {
         libc::write(libc::STDERR_FILENO, buf.as_ptr().cast(), len);

@@ -492,3 +492,29 @@ fn a_deadlock_on_sync_primitives_is_reported_with_each_fiber_not_a_hang() {
         assert!(stderr.contains("examples/deadlock.rs:"), "{scenario}: where each fiber was spawned: {stderr}");
     }
 }
+
+#[test]
+fn tasks_asking_for_other_stack_sizes_get_workers_of_their_own_size_and_reuse_them() {
+    use neverblock::runtime::TaskBuilder;
+    let sums = run(|| {
+        // A 300 KiB frame fits only a stack larger than the default 128 KiB.
+        let deep = || {
+            let frame = std::hint::black_box([1u8; 300 * 1024]);
+            frame.iter().map(|&b| u32::from(b)).sum::<u32>()
+        };
+        let mut sums = Vec::new();
+        for _ in 0..3 {
+            sums.push(TaskBuilder::new().stack_size(1 << 20).spawn(deep).join().unwrap());
+            sums.push(spawn(|| 5).join().unwrap());
+        }
+        let before = neverblock::fiber::stack_stats();
+        sums.push(TaskBuilder::new().stack_size(1 << 20).spawn(deep).join().unwrap());
+        assert_eq!(
+            neverblock::fiber::stack_stats().live,
+            before.live,
+            "the large worker was reused, not a new one made"
+        );
+        sums
+    });
+    assert_eq!(sums, [307200, 5, 307200, 5, 307200, 5, 307200]);
+}

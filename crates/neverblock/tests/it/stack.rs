@@ -60,11 +60,16 @@ fn a_stack_cap_is_a_clear_error_and_is_survived() {
 
 #[test]
 fn stack_overflow_stops_the_process_with_a_message() {
-    for args in [&[][..], &["mprotect"][..]] {
+    for (args, setting) in [
+        (&[][..], "fiber::Builder::stack_size"),
+        (&["mprotect"][..], "fiber::Builder::stack_size"),
+        (&["task"][..], "runtime::Builder::stack_size"),
+    ] {
         let out = run_example("stack_overflow", args);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{args:?}: the process must stop");
-        assert!(stderr.contains("a fiber's stack overflowed (stack size "), "{args:?}: {stderr}");
+        assert!(stderr.contains("a fiber's stack overflowed (stack size 16 KiB)"), "{args:?}: {stderr}");
+        assert!(stderr.contains(setting), "{args:?}: the message names the setting that applies: {stderr}");
         assert!(!stderr.contains("unreachable"), "{args:?}: {stderr}");
     }
 }

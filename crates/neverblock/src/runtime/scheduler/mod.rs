@@ -62,6 +62,10 @@ pub(crate) struct Scheduler {
     tasks: RefCell<Tasks>,
     /// Worker fibers between tasks, the most recently used last.
     idle_workers: RefCell<Vec<Fiber<()>>>,
+    /// Worker fibers between tasks with stacks of other sizes than `stack_size`.
+    idle_sized_workers: RefCell<Vec<(usize, Fiber<()>)>>,
+    /// The usable stack of a task's worker fiber, unless the task asks for another.
+    stack_size: usize,
     current: Cell<Option<u64>>,
     next_seq: Cell<u32>,
     /// Switches since the root last polled; at `POLL_EVERY` the next one goes to the root.
@@ -104,7 +108,9 @@ fn wake_remote(scheduler: u64, turn: Turn) {
 }
 
 impl Scheduler {
-    pub(crate) fn new() -> io::Result<Scheduler> {
+    /// A scheduler whose tasks run on stacks of `stack_size` usable bytes unless
+    /// they ask for another size.
+    pub(crate) fn new(stack_size: usize) -> io::Result<Scheduler> {
         let reactor = Reactor::new()?;
         Ok(Scheduler {
             root: Fiber::current(),
@@ -112,6 +118,8 @@ impl Scheduler {
             reactor,
             tasks: RefCell::new(Tasks::default()),
             idle_workers: RefCell::new(Vec::new()),
+            idle_sized_workers: RefCell::new(Vec::new()),
+            stack_size,
             current: Cell::new(None),
             next_seq: Cell::new(1),
             switches: Cell::new(0),
@@ -317,7 +325,7 @@ impl Scheduler {
         let outcome = if task.cancelled {
             Outcome::Cancelled // cancelled before it ever ran: it never will
         } else {
-            match self.worker() {
+            match self.worker(task.stack_size.unwrap_or(self.stack_size)) {
                 Ok(worker) => {
                     task.resume_at = Some(worker.clone());
                     self.claim(task, id);
@@ -340,7 +348,7 @@ impl Scheduler {
 
     /// On a worker whose task just ended: if the next task in line has never run,
     /// makes it current on this same fiber (no switch) and returns true.
-    fn start_next_here(&self) -> bool {
+    fn start_next_here(&self, my_stack_size: usize) -> bool {
         if self.root_due() {
             return false;
         }
@@ -349,6 +357,9 @@ impl Scheduler {
         let Some(&Turn { task: id, number }) = tasks.queue.front() else { return false };
         let Some(task) = live(&mut tasks.slab, id) else { return false };
         if task.turn != number || task.resume_at.is_some() || task.cancelled {
+            return false;
+        }
+        if task.stack_size.is_some_and(|size| size != my_stack_size) {
             return false;
         }
         tasks.queue.pop_front();
@@ -378,11 +389,29 @@ impl Scheduler {
         self.switches.get() >= POLL_EVERY
     }
 
-    /// An idle worker fiber, or a new one.
-    fn worker(&self) -> Result<Fiber<()>, StackError> {
-        match self.idle_workers.borrow_mut().pop() {
+    /// An idle worker fiber with a stack of `size` usable bytes, or a new one.
+    fn worker(&self, size: usize) -> Result<Fiber<()>, StackError> {
+        let idle = if size == self.stack_size {
+            self.idle_workers.borrow_mut().pop()
+        } else {
+            let mut sized = self.idle_sized_workers.borrow_mut();
+            sized.iter().rposition(|(s, _)| *s == size).map(|i| sized.swap_remove(i).1)
+        };
+        match idle {
             Some(worker) => Ok(worker),
-            None => fiber::Builder::new().build_inheriting(Some(Inherited::default()), |()| work()),
+            None => fiber::Builder::new()
+                .stack_size(size)
+                .for_tasks()
+                .build_inheriting(Some(Inherited::default()), move |()| work(size)),
+        }
+    }
+
+    /// Keeps a worker fiber whose task ended, with a stack of `size` usable bytes, for the next.
+    fn idle(&self, worker: Fiber<()>, size: usize) {
+        if size == self.stack_size {
+            self.idle_workers.borrow_mut().push(worker);
+        } else {
+            self.idle_sized_workers.borrow_mut().push((size, worker));
         }
     }
 
@@ -405,7 +434,7 @@ impl Scheduler {
 
 /// The body of every worker fiber: runs the task it was switched to for, then
 /// the next one it is given, on the same stack, until the worker is dropped.
-fn work() {
+fn work(stack_size: usize) {
     let s = current().expect("a worker runs inside its runtime");
     loop {
         let id = s.current.get().expect("a worker is switched to for a task");
@@ -432,8 +461,8 @@ fn work() {
         s.finish(id, &*body, ran);
         // The value or payload is the joiner's now; an idle worker keeps nothing of it.
         drop(body);
-        if !s.start_next_here() {
-            s.idle_workers.borrow_mut().push(Fiber::current());
+        if !s.start_next_here(stack_size) {
+            s.idle(Fiber::current(), stack_size);
             s.dispatch();
         }
     }

@@ -80,5 +80,7 @@ impl Scheduler {
         drop(tasks);
         let idle = std::mem::take(&mut *self.idle_workers.borrow_mut());
         drop(idle);
+        let idle = std::mem::take(&mut *self.idle_sized_workers.borrow_mut());
+        drop(idle);
     }
 }

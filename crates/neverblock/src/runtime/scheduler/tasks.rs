@@ -42,6 +42,8 @@ pub(super) struct Task {
     pub(super) spawned_at: &'static Location<'static>,
     /// What the task waits for while parked.
     pub(super) waits_on: Wait,
+    /// The usable stack it asked for, if not its runtime's.
+    pub(super) stack_size: Option<usize>,
 }
 
 /// The live tasks and the run queue, under one borrow.
@@ -62,6 +64,7 @@ impl Scheduler {
         name: Option<Rc<str>>,
         body: Rc<dyn TaskBody>,
         spawned_at: &'static Location<'static>,
+        stack_size: Option<usize>,
     ) -> u64 {
         let seq = self.next_seq.get();
         self.next_seq.set(seq.checked_add(1).unwrap_or(1));
@@ -80,6 +83,7 @@ impl Scheduler {
             name,
             spawned_at,
             waits_on: Wait::Nothing,
+            stack_size,
         });
         tasks.queue.push_back(Turn { task: id, number: FIRST_TURN });
         self.live_tasks.store(self.live_tasks.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
