@@ -4,7 +4,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 fn stack() -> PooledStack {
-    allocate(64 * 1024, guard_kind(false)).expect("a test stack")
+    allocate(64 * 1024, guard_kind(false), crate::sys::overflow::StackUse::Fiber).expect("a test stack")
 }
 
 /// A context for each of `stacks` running `body(i, contexts)`, plus the test
