@@ -478,7 +478,11 @@ mod tests {
 
     fn check(s: &str, host: Host, user: &str, password: Option<&str>, dbname: &str) {
         let c = Config::parse(s).unwrap_or_else(|e| panic!("{s}: {e}"));
-        assert_eq!((c.get_host(), c.get_user(), c.get_password(), c.get_dbname()), (&host, user, password, dbname), "{s}");
+        assert_eq!(
+            (c.get_host(), c.get_user(), c.get_password(), c.get_dbname()),
+            (&host, user, password, dbname),
+            "{s}"
+        );
     }
 
     #[test]

@@ -27,7 +27,8 @@ use std::time::{Duration, Instant};
 use crate::{Config, Connection, Error};
 
 /// What to tell someone whose machine has no PostgreSQL.
-pub const INSTALL_HINT: &str = "PostgreSQL's server programs (initdb, postgres) were not found via `pg_config --bindir` \
+pub const INSTALL_HINT: &str =
+    "PostgreSQL's server programs (initdb, postgres) were not found via `pg_config --bindir` \
      or in /usr/lib/postgresql/*/bin: install them (Debian/Ubuntu: `apt-get install postgresql`), \
      or point at a running server with a postgres:// URL";
 
@@ -298,7 +299,8 @@ impl Account {
         let ids_of = |name: &str| {
             passwd.lines().find_map(|line| {
                 let fields: Vec<&str> = line.split(':').collect();
-                (fields.len() > 3 && fields[0] == name).then(|| Some((fields[2].parse().ok()?, fields[3].parse().ok()?)))?
+                (fields.len() > 3 && fields[0] == name)
+                    .then(|| Some((fields[2].parse().ok()?, fields[3].parse().ok()?)))?
             })
         };
         Account { ids: ids_of("postgres").or_else(|| ids_of("nobody")) }

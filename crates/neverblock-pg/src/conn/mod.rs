@@ -20,8 +20,8 @@ use bytes::BytesMut;
 use postgres_protocol::message::backend::{ErrorFields, Message};
 use postgres_protocol::message::frontend;
 
-pub use cancel::CancelToken;
 pub(crate) use cancel::CancelKey;
+pub use cancel::CancelToken;
 pub(crate) use query::{affected, describe_columns, describe_params, encode_prepare, encode_query, Reply};
 
 use crate::config::Host;

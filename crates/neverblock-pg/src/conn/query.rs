@@ -64,7 +64,8 @@ pub(crate) fn encode_query(out: &mut BytesMut, stmt: &Statement, params: &[&dyn 
 /// Appends Parse + Describe + Sync for a statement `name` of `sql`.
 pub(crate) fn encode_prepare(out: &mut BytesMut, name: &str, sql: &str) -> Result<(), Error> {
     let start = out.len();
-    let encoded = frontend::parse(name, sql, std::iter::empty(), out).and_then(|()| frontend::describe(b'S', name, out));
+    let encoded =
+        frontend::parse(name, sql, std::iter::empty(), out).and_then(|()| frontend::describe(b'S', name, out));
     if let Err(e) = encoded {
         out.truncate(start);
         return Err(Error::Param(format!("cannot send the query: {e}")));
@@ -88,7 +89,10 @@ pub(crate) fn affected(tag: &str) -> u64 {
 
 /// The parameter types of a `ParameterDescription`.
 pub(crate) fn describe_params(body: &ParameterDescriptionBody) -> Result<Vec<Type>, Error> {
-    body.parameters().map(|oid| Ok(Type::from_oid(oid))).collect().map_err(|e| Error::protocol(format!("malformed parameter description: {e}")))
+    body.parameters()
+        .map(|oid| Ok(Type::from_oid(oid)))
+        .collect()
+        .map_err(|e| Error::protocol(format!("malformed parameter description: {e}")))
 }
 
 /// The columns of a `RowDescription`.

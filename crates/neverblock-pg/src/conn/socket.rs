@@ -92,7 +92,11 @@ pub(crate) struct Framed {
 
 impl Framed {
     pub(crate) fn new(socket: Socket) -> Framed {
-        Framed { socket: Arc::new(socket), input: BytesMut::with_capacity(READ_CHUNK), chunk: vec![0; READ_CHUNK].into_boxed_slice() }
+        Framed {
+            socket: Arc::new(socket),
+            input: BytesMut::with_capacity(READ_CHUNK),
+            chunk: vec![0; READ_CHUNK].into_boxed_slice(),
+        }
     }
 
     pub(crate) fn socket(&self) -> &Arc<Socket> {

@@ -72,9 +72,9 @@ fn open_now(config: &Config) -> Result<Session, Error> {
 /// Answers the server's authentication requests until `AuthenticationOk`.
 fn authenticate(framed: &mut Framed, config: &Config, out: &mut BytesMut) -> Result<(), Error> {
     let password = || {
-        config
-            .get_password()
-            .ok_or_else(|| Error::Auth(format!("the server asks {} for a password and none was given", config.get_user())))
+        config.get_password().ok_or_else(|| {
+            Error::Auth(format!("the server asks {} for a password and none was given", config.get_user()))
+        })
     };
     let mut scram: Option<sasl::ScramSha256> = None;
     loop {
@@ -96,7 +96,9 @@ fn authenticate(framed: &mut Framed, config: &Config, out: &mut BytesMut) -> Res
                     offered |= m == sasl::SCRAM_SHA_256;
                 }
                 if !offered {
-                    return Err(Error::Auth("the server offers no SASL mechanism but SCRAM-SHA-256-PLUS, which needs TLS".into()));
+                    return Err(Error::Auth(
+                        "the server offers no SASL mechanism but SCRAM-SHA-256-PLUS, which needs TLS".into(),
+                    ));
                 }
                 // No TLS, so no channel binding to offer.
                 let s = sasl::ScramSha256::new(password()?.as_bytes(), sasl::ChannelBinding::unsupported());
@@ -118,7 +120,12 @@ fn authenticate(framed: &mut Framed, config: &Config, out: &mut BytesMut) -> Res
                 super::log_notice(body.fields());
                 continue;
             }
-            _ => return Err(Error::Auth("the server asks for an authentication method this client does not speak (GSSAPI, SSPI, Kerberos)".into())),
+            _ => {
+                return Err(Error::Auth(
+                    "the server asks for an authentication method this client does not speak (GSSAPI, SSPI, Kerberos)"
+                        .into(),
+                ))
+            }
         }
         framed.send(out)?;
     }

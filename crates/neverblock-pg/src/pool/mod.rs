@@ -1,7 +1,7 @@
 //! NeverBlock's fibered connection pool: connections opened lazily up to a
 //! size, lent to one fiber at a time (FIFO when all are busy, under a checkout
 //! timeout), checked before reuse and replaced when broken; optionally, some of
-//! them shared by many fibers' pipelined short queries ([`shared`]).
+//! them shared by many fibers' pipelined short queries (`shared.rs`).
 //!
 //! **Which thread.** A pool belongs to the loop (thread) that made it: it is
 //! `!Send`, so the compiler refuses to move it elsewhere. With
@@ -61,9 +61,24 @@ impl PoolBuilder {
         self
     }
 
-    /// Makes `n` of the connections shared (default 0): [`Pool::query`] and
-    /// friends pipeline many fibers' queries on them, while [`Pool::get`] lends
-    /// the other `max_size - n` whole, for long queries and transactions (see [`shared`]).
+    /// Makes `n` of the connections shared (default 0): [`Pool::query`],
+    /// [`Pool::query_one`] and [`Pool::execute`] then pipeline many fibers'
+    /// queries on them, as tokio-postgres's clients share a connection, while
+    /// [`Pool::get`] lends the other `max_size - n` whole.
+    ///
+    /// # Long queries in shared mode
+    ///
+    /// The server runs one connection's queries one after another, so a slow
+    /// query holds those sent behind it on its connection. Three things bound
+    /// that: a new query goes to the shared connection with the fewest queries
+    /// in flight, passing over any whose oldest query has run longer than
+    /// [`stall_after`](PoolBuilder::stall_after) while another can take it;
+    /// at most [`max_in_flight`](PoolBuilder::max_in_flight) queries wait on
+    /// one connection; and queries known to be long, and transactions, go
+    /// through [`Pool::get`], whose connections never carry shared traffic. A
+    /// fiber whose `timeout` expires stops waiting, but its shared query is not
+    /// cancelled (a cancel request would hit whatever the connection runs then):
+    /// its reply is dropped when it comes. Shared connections need a runtime.
     pub fn shared(mut self, n: usize) -> PoolBuilder {
         self.shared = n;
         self
@@ -158,7 +173,9 @@ struct State {
     waiters: VecDeque<Rc<Waiter>>,
 }
 
-/// What a waiting fiber is handed.
+/// What a waiting fiber is handed. Moved once per hand-off, so the size
+/// difference costs less than a box per checkout would.
+#[allow(clippy::large_enum_variant)]
 enum Handoff {
     /// A connection, just returned.
     Conn(Connection),
@@ -249,7 +266,9 @@ impl Pool {
     /// ```
     pub fn get(&self) -> Result<PooledConnection, Error> {
         if self.inner.lent_size == 0 {
-            return Err(Error::Usage("every connection of this pool is shared: give it a max_size above shared".into()));
+            return Err(Error::Usage(
+                "every connection of this pool is shared: give it a max_size above shared".into(),
+            ));
         }
         let conn = match self.inner.acquire()? {
             Handoff::Conn(conn) => conn,

@@ -258,13 +258,8 @@ impl Conn {
 
     /// Queues a slot for the request just appended, and parks until its reply.
     fn send(&self, kind: Kind, parsed: Option<String>) -> Result<Outcome, Error> {
-        let slot = Rc::new(Slot {
-            kind,
-            queued_at: Instant::now(),
-            parsed,
-            result: RefCell::new(None),
-            done: Notify::new(),
-        });
+        let slot =
+            Rc::new(Slot { kind, queued_at: Instant::now(), parsed, result: RefCell::new(None), done: Notify::new() });
         self.pending.borrow_mut().push_back(slot.clone());
         loop {
             if let Some(result) = slot.result.borrow_mut().take() {
@@ -348,10 +343,9 @@ impl Conn {
                             Err(Error::Db(Box::new(db)))
                         }
                         (None, Kind::Query(_)) => Ok(Outcome::Rows(std::mem::take(&mut reply))),
-                        (None, Kind::Describe) => Ok(Outcome::Described(
-                            std::mem::take(&mut described.0),
-                            std::mem::take(&mut described.1),
-                        )),
+                        (None, Kind::Describe) => {
+                            Ok(Outcome::Described(std::mem::take(&mut described.0), std::mem::take(&mut described.1)))
+                        }
                     };
                     reply = Reply::default();
                     *slot.result.borrow_mut() = Some(result);

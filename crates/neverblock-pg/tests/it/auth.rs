@@ -96,7 +96,10 @@ fn a_server_that_is_down_is_a_connect_error() {
     run(|| {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let err = Connection::connect(&Config::new().tcp("127.0.0.1", port)).unwrap_err();
-        assert!(matches!(&err, Error::Connect { source, .. } if source.kind() == std::io::ErrorKind::ConnectionRefused), "{err}");
+        assert!(
+            matches!(&err, Error::Connect { source, .. } if source.kind() == std::io::ErrorKind::ConnectionRefused),
+            "{err}"
+        );
         let err = Connection::connect(&Config::new().unix("/nonexistent-dir", 5432)).unwrap_err();
         assert!(err.to_string().contains("/nonexistent-dir/.s.PGSQL.5432"), "{err}");
     });

@@ -95,7 +95,12 @@ fn a_pooled_connection_that_timed_out_is_settled_and_lent_again() {
         let mut conn = pool.get().unwrap();
         assert_eq!(conn.backend_pid(), Some(pid), "the same connection, not a replacement");
         assert_eq!(conn.query_one("select 9::int4", &[]).unwrap().get::<i32>(0), 9);
-        let last: String = watcher.query_one("select query from pg_stat_activity where pid = $1", &[&pid]).unwrap().get(0);
-        assert_eq!((state_of(&mut watcher, pid).as_str(), last.as_str()), ("idle", "select 9::int4"), "the sleep is gone");
+        let last: String =
+            watcher.query_one("select query from pg_stat_activity where pid = $1", &[&pid]).unwrap().get(0);
+        assert_eq!(
+            (state_of(&mut watcher, pid).as_str(), last.as_str()),
+            ("idle", "select 9::int4"),
+            "the sleep is gone"
+        );
     });
 }

@@ -30,7 +30,10 @@ fn server_errors_carry_their_fields_and_the_connection_goes_on() {
             .batch_execute("do $$ begin raise exception 'boom' using detail = 'the detail', hint = 'the hint', errcode = 'P0001'; end $$")
             .unwrap_err();
         let db = err.as_db().unwrap();
-        assert_eq!((db.message.as_str(), db.detail.as_deref(), db.hint.as_deref()), ("boom", Some("the detail"), Some("the hint")));
+        assert_eq!(
+            (db.message.as_str(), db.detail.as_deref(), db.hint.as_deref()),
+            ("boom", Some("the detail"), Some("the hint"))
+        );
         assert!(db.where_.as_deref().unwrap_or_default().contains("PL/pgSQL"), "{db:?}");
         assert!(err.to_string().contains("P0001") && err.to_string().contains("the hint"), "{err}");
 
@@ -53,7 +56,10 @@ fn a_query_of_the_wrong_shape_is_refused_and_nothing_runs() {
         let err = conn.execute(&insert, &[&1i32, &2i32]).unwrap_err();
         assert!(matches!(&err, Error::Param(m) if m.contains("2 given")), "{err}");
         let err = conn.execute(&insert, &[&1i64]).unwrap_err();
-        assert!(matches!(&err, Error::Param(m) if m.contains("$1") && m.contains("i64") && m.contains("int4")), "{err}");
+        assert!(
+            matches!(&err, Error::Param(m) if m.contains("$1") && m.contains("i64") && m.contains("int4")),
+            "{err}"
+        );
         let err = conn.execute(&insert, &[&vec![1u8]]).unwrap_err();
         assert!(matches!(err, Error::Param(_)), "{err}");
         let err = conn.execute(&insert, &[&"not a number"]).unwrap_err();

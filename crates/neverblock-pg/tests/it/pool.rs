@@ -135,7 +135,9 @@ fn a_backend_killed_fails_only_its_fiber_and_is_replaced() {
             .map(|i| {
                 let pool = pool.clone();
                 neverblock::spawn(move || {
-                    (0..20i32).map(|n| pool.query_one("select $1::int4", &[&(i * 100 + n)]).map(|r| r.get::<i32>(0))).collect::<Vec<_>>()
+                    (0..20i32)
+                        .map(|n| pool.query_one("select $1::int4", &[&(i * 100 + n)]).map(|r| r.get::<i32>(0)))
+                        .collect::<Vec<_>>()
                 })
             })
             .collect();

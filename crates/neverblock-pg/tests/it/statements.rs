@@ -10,7 +10,8 @@ fn prepared_on_server(conn: &mut neverblock_pg::Connection, text: &str) -> i64 {
 fn a_query_text_is_prepared_once_per_connection() {
     run(|| {
         let mut conn = admin();
-        let text = format!("select $1::int4 + {}", 1000 + unique("n").split('_').nth(1).unwrap().parse::<i32>().unwrap());
+        let text =
+            format!("select $1::int4 + {}", 1000 + unique("n").split('_').nth(1).unwrap().parse::<i32>().unwrap());
         for i in 0..3i32 {
             conn.query_one(&text, &[&i]).unwrap();
         }

@@ -38,13 +38,31 @@ fn every_type_round_trips_and_null_reads_as_none() {
         assert_eq!(echo(&mut conn, "timestamptz", instant), instant);
         let id: Uuid = "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11".parse().unwrap();
         assert_eq!(echo(&mut conn, "uuid", id), id);
-        assert_eq!(echo(&mut conn, "numeric", "12345678901234567890.000001".to_string()), "12345678901234567890.000001");
+        assert_eq!(
+            echo(&mut conn, "numeric", "12345678901234567890.000001".to_string()),
+            "12345678901234567890.000001"
+        );
         assert_eq!(echo(&mut conn, "json", r#"{"a": [1, 2]}"#.to_string()), r#"{"a": [1, 2]}"#);
         assert_eq!(echo(&mut conn, "jsonb", r#"{"b":1,   "a":2}"#.to_string()), r#"{"a": 2, "b": 1}"#);
 
-        for ty in ["bool", "int2", "int4", "int8", "float4", "float8", "numeric", "text", "varchar", "bytea", "date",
-            "timestamp", "timestamptz", "uuid", "json", "jsonb"]
-        {
+        for ty in [
+            "bool",
+            "int2",
+            "int4",
+            "int8",
+            "float4",
+            "float8",
+            "numeric",
+            "text",
+            "varchar",
+            "bytea",
+            "date",
+            "timestamp",
+            "timestamptz",
+            "uuid",
+            "json",
+            "jsonb",
+        ] {
             let row = conn.query_one(&format!("select null::{ty}"), &[]).unwrap();
             assert_eq!(row.try_get::<Option<String>>(0).ok().flatten(), None, "{ty}");
             let err = row.try_get::<i64>(0).unwrap_err();
@@ -60,11 +78,15 @@ fn every_type_round_trips_and_null_reads_as_none() {
 fn dates_and_timestamps_print_as_the_server_prints_them() {
     run(|| {
         let mut conn = admin();
-        for text in ["2024-02-29", "1999-12-31", "0001-01-01", "0044-03-15 BC", "5874897-12-31", "infinity", "-infinity"] {
+        for text in
+            ["2024-02-29", "1999-12-31", "0001-01-01", "0044-03-15 BC", "5874897-12-31", "infinity", "-infinity"]
+        {
             let row = conn.query_one("select $1::date, $1::date::text", &[&text]).unwrap();
             assert_eq!(row.get::<Date>(0).to_string(), row.get::<String>(1), "{text}");
         }
-        for text in ["2000-01-01 00:00:00", "1970-01-01 00:00:00.000001", "1899-12-31 23:59:59.5", "2262-04-11 23:47:16.854775"] {
+        for text in
+            ["2000-01-01 00:00:00", "1970-01-01 00:00:00.000001", "1899-12-31 23:59:59.5", "2262-04-11 23:47:16.854775"]
+        {
             let row = conn.query_one("select $1::timestamp, $1::timestamp::text", &[&text]).unwrap();
             assert_eq!(row.get::<Timestamp>(0).to_string(), row.get::<String>(1), "{text}");
         }
