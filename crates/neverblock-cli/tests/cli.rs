@@ -221,3 +221,19 @@ fn delay_client_bench_prints_a_row_per_client() {
     // 50 requests at once overlap their delays; one after another would reach 2 % of the bound.
     assert!(fibers["metrics"]["bound_pct"].as_f64().unwrap() > 10.0, "{stdout}");
 }
+
+#[test]
+fn pg_sleep_bench_starts_its_own_server_and_prints_both_rows() {
+    let (ok, stdout, stderr) = neverblock(&["bench", "pg-sleep", "--queries", "3", "--seconds", "0.2", "--json"]);
+    assert!(ok, "{stderr}");
+    let rows = rows(&stdout);
+    let seconds = |name: &str| {
+        let row = rows.iter().find(|r| r["impl"] == name).unwrap_or_else(|| panic!("no {name} row: {stdout}"));
+        assert_eq!(row["bench"], "pg-sleep");
+        assert_eq!(row["params"]["queries"], 3);
+        row["metrics"]["seconds"].as_f64().unwrap()
+    };
+    assert!(seconds("blocking") >= 0.6, "three sleeps of 0.2 s one after another");
+    assert!(seconds("neverblock") >= 0.2);
+    assert!(stderr.contains("throwaway PostgreSQL"), "{stderr}");
+}

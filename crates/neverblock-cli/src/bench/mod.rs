@@ -4,6 +4,7 @@ mod delay_client;
 mod fiber_chain;
 mod fiber_switch;
 mod peers;
+mod pg;
 mod raw;
 mod report;
 mod runtime;
@@ -27,8 +28,14 @@ pub(crate) enum Bench {
     Sleepers(runtime::SleepersArgs),
     /// SYSTEM.md §2 delay_client: 1000 GETs against a server that answers after D ms.
     DelayClient(delay_client::DelayClientArgs),
-    /// Every benchmark but `sleepers` (a million fibers), `delay-client` (a server per delay) and
-    /// `fiber-chain --max`, with defaults.
+    /// SYSTEM.md §2 sleep queries: concurrent `select pg_sleep(1)`, a fibered pool vs one blocking connection.
+    PgSleep(pg::SleepArgs),
+    /// SYSTEM.md §2 long/short mix: one `pg_sleep` every k `select 1`, at several concurrencies.
+    PgMix(pg::MixArgs),
+    /// `select 1` throughput through a 16-connection pool, 256 fibers (lent and shared modes).
+    PgSelect1(pg::Select1Args),
+    /// Every benchmark but `sleepers` (a million fibers), `delay-client` (a server per delay), the `pg-*`
+    /// ones (a PostgreSQL server each) and `fiber-chain --max`, with defaults.
     All(Common),
 }
 
@@ -61,6 +68,9 @@ impl Bench {
             Bench::ChannelPingPong(args) => runtime::ping_pong(args),
             Bench::Sleepers(args) => runtime::sleepers(args),
             Bench::DelayClient(args) => delay_client::run(args),
+            Bench::PgSleep(args) => pg::sleep(args),
+            Bench::PgMix(args) => pg::mix(args),
+            Bench::PgSelect1(args) => pg::select1(args),
             Bench::All(common) => {
                 fiber_chain::run(fiber_chain::ChainArgs::defaults(common.clone()))?;
                 fiber_switch::run(fiber_switch::SwitchArgs::defaults(common.clone()))?;
