@@ -104,6 +104,10 @@ pub(crate) struct Select1Args {
     /// Measured seconds per row (after half a second of warm-up).
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
+    /// Event loops (threads) to run the fibered rows with, each count a row; each loop has its own pool
+    /// with its share of the connections and fibers.
+    #[arg(long, value_delimiter = ',', default_values_t = [1usize, 2])]
+    threads: Vec<usize>,
     #[command(flatten)]
     database: Database,
     #[command(flatten)]
@@ -266,9 +270,12 @@ pub(crate) fn select1(args: Select1Args) -> anyhow::Result<()> {
     let row =
         |name: &str, per_s: f64| Row::new("pg-select1", name, params.clone()).metric("queries_per_s", per_s.round());
     let mut rows = Vec::new();
-    for (name, shared) in [("neverblock", false), ("neverblock-shared", true)] {
-        let per_s = select1_fibered(&target.config, &args, shared)?;
-        rows.push(row(name, per_s));
+    for &threads in &args.threads {
+        for (name, shared) in [("neverblock", false), ("neverblock-shared", true)] {
+            let per_s = select1_fibered(&target.config, &args, shared, threads)?;
+            let name = if threads == 1 { name.to_owned() } else { format!("{name}-{threads}loops") };
+            rows.push(row(&name, per_s).metric("threads", threads));
+        }
     }
     rows.push(row("blocking-1-connection", select1_blocking(&target.config, args.seconds)?));
     if args.common.peers {
@@ -297,42 +304,63 @@ pub(crate) fn select1(args: Select1Args) -> anyhow::Result<()> {
 }
 
 /// `fibers` fibers each running the prepared `select 1` in a loop through the
-/// pool (lent per query, or shared and pipelined): queries per second.
-fn select1_fibered(config: &Config, args: &Select1Args, shared: bool) -> anyhow::Result<f64> {
-    let (config, connections, fibers, seconds) = (config.clone(), args.connections, args.fibers, args.seconds);
-    neverblock::run(move || {
-        let builder = Pool::builder(config).max_size(connections);
-        let pool = if shared { builder.shared(connections).build() } else { builder.build() };
-        if !shared {
-            warm(&pool, connections)?;
-        }
-        let (counting, stop, done) = (Rc::new(Cell::new(false)), Rc::new(Cell::new(false)), Rc::new(Cell::new(0u64)));
-        let workers: Vec<_> = (0..fibers)
-            .map(|_| {
-                let (pool, counting, stop, done) = (pool.clone(), counting.clone(), stop.clone(), done.clone());
-                neverblock::spawn(move || -> Result<(), neverblock_pg::Error> {
-                    while !stop.get() {
-                        let one: i32 = pool.query_one("select 1", &[])?.get(0);
-                        debug_assert_eq!(one, 1);
-                        if counting.get() {
-                            done.set(done.get() + 1);
-                        }
-                    }
-                    Ok(())
-                })
+/// pool (lent per query, or shared and pipelined): queries per second. With
+/// `threads` loops, each loop has its own pool and its share of the
+/// connections and fibers (a pool belongs to one loop).
+fn select1_fibered(config: &Config, args: &Select1Args, shared: bool, threads: usize) -> anyhow::Result<f64> {
+    let start = Instant::now() + Duration::from_millis(500);
+    let end = start + Duration::from_secs_f64(args.seconds);
+    let (connections, fibers) = (args.connections / threads, args.fibers / threads);
+    let config = config.clone();
+    let per_loop = neverblock::runtime::Builder::new().threads(threads).run(move || {
+        let loops: Vec<_> = (0..threads)
+            .map(|i| {
+                let config = config.clone();
+                neverblock::runtime::spawn_on(i, move || select1_loop(config, connections, fibers, shared, start, end))
             })
             .collect();
-        neverblock::sleep(Duration::from_millis(500));
-        counting.set(true);
-        let start = Instant::now();
-        neverblock::sleep(Duration::from_secs_f64(seconds));
-        let (count, elapsed) = (done.get(), start.elapsed().as_secs_f64());
-        stop.set(true);
-        for w in workers {
-            w.join().map_err(|e| anyhow::anyhow!("{e}"))??;
-        }
-        Ok(count as f64 / elapsed)
-    })
+        loops.into_iter().map(|l| l.join().map_err(|e| anyhow::anyhow!("{e}"))?).collect::<anyhow::Result<Vec<u64>>>()
+    })?;
+    Ok(per_loop.iter().sum::<u64>() as f64 / (end - start).as_secs_f64())
+}
+
+/// One loop's share of `select1_fibered`: the queries its fibers finished between `start` and `end`.
+fn select1_loop(
+    config: Config,
+    connections: usize,
+    fibers: usize,
+    shared: bool,
+    start: Instant,
+    end: Instant,
+) -> anyhow::Result<u64> {
+    let builder = Pool::builder(config).max_size(connections);
+    let pool = if shared { builder.shared(connections).build() } else { builder.build() };
+    if !shared {
+        warm(&pool, connections)?;
+    }
+    let done = Rc::new(Cell::new(0u64));
+    let workers: Vec<_> = (0..fibers)
+        .map(|_| {
+            let (pool, done) = (pool.clone(), done.clone());
+            neverblock::spawn(move || -> Result<(), neverblock_pg::Error> {
+                loop {
+                    let one: i32 = pool.query_one("select 1", &[])?.get(0);
+                    debug_assert_eq!(one, 1);
+                    let now = Instant::now();
+                    if now >= end {
+                        return Ok(());
+                    }
+                    if now >= start {
+                        done.set(done.get() + 1);
+                    }
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().map_err(|e| anyhow::anyhow!("{e}"))??;
+    }
+    Ok(done.get())
 }
 
 /// One connection in blocking mode, `select 1` after `select 1`: queries per second.

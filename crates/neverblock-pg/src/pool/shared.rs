@@ -56,6 +56,8 @@ pub(super) struct Shared {
 struct Room {
     notify: Notify,
     waiting: Cell<usize>,
+    /// A connection closed since the pool last pruned its list.
+    closed: Cell<bool>,
 }
 
 /// One shared connection, as its fibers and the pool see it.
@@ -171,23 +173,35 @@ impl Shared {
         }
     }
 
-    /// The connection a new request should go to: the least loaded among those
-    /// not stalled on a long query, a new one while the pool has room and every
-    /// open one is busy, or (all full) the first to make room.
+    /// The connection a new request should go to: the fiber's own (its task
+    /// number picks one, so the queries of fibers woken together by one batch of
+    /// replies go back out together in one write) unless that one is stalled on
+    /// a long query or full; else the least loaded of those not stalled; a new
+    /// one while the pool has room and every open one is busy; or (all full)
+    /// the first to make room.
     fn pick(&self) -> Result<Rc<Conn>, Error> {
         loop {
-            let now = Instant::now();
-            let best = {
-                let mut conns = self.conns.borrow_mut();
-                conns.retain(|c| !c.closed.get());
-                let stalled = |c: &Conn| c.oldest().is_some_and(|t| now.duration_since(t) > self.stall_after);
-                conns
-                    .iter()
-                    .filter(|c| c.load() < self.max_in_flight)
-                    .min_by_key(|c| (stalled(c), c.load()))
-                    .map(|c| (c.clone(), stalled(c)))
-            };
+            if self.room.closed.take() {
+                self.conns.borrow_mut().retain(|c| !c.closed.get());
+            }
             let room_to_grow = self.open() < self.size;
+            let now = Instant::now();
+            let stalled = |c: &Conn| c.oldest().is_some_and(|t| now.duration_since(t) > self.stall_after);
+            let best = {
+                let conns = self.conns.borrow();
+                let home = (!conns.is_empty())
+                    .then(|| &conns[neverblock::current_task_id().unwrap_or(0) as usize % conns.len()]);
+                match home {
+                    Some(c) if c.load() == 0 || (!room_to_grow && c.load() < self.max_in_flight && !stalled(c)) => {
+                        return Ok(c.clone());
+                    }
+                    _ => conns
+                        .iter()
+                        .filter(|c| !c.closed.get() && c.load() < self.max_in_flight)
+                        .min_by_key(|c| (stalled(c), c.load()))
+                        .map(|c| (c.clone(), stalled(c))),
+                }
+            };
             match best {
                 Some((conn, false)) if conn.load() == 0 || !room_to_grow => return Ok(conn),
                 _ if room_to_grow => return self.open_conn(),
@@ -366,6 +380,7 @@ impl Conn {
             return;
         }
         log::debug!("shared postgres connection closed: {error}");
+        self.room.closed.set(true);
         self.socket.shutdown();
         self.wake_writer.notify_one();
         let pending: Vec<Rc<Slot>> = self.pending.borrow_mut().drain(..).collect();
