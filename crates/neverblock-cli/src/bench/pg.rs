@@ -168,7 +168,7 @@ pub(crate) fn sleep(args: SleepArgs) -> anyhow::Result<()> {
 
 /// Whether query `j` of client `i` is the long one: every k-th query overall.
 fn is_long(i: usize, j: usize, per_client: usize, k: usize) -> bool {
-    (i * per_client + j) % k == 0
+    (i * per_client + j).is_multiple_of(k)
 }
 
 pub(crate) fn mix(args: MixArgs) -> anyhow::Result<()> {
@@ -250,14 +250,14 @@ fn mix_blocking(
     let mut conn = Connection::connect(config)?;
     let total = concurrency * args.per_client;
     let start = Instant::now();
-    let mut done = 0;
+    let mut done = 0usize;
     for i in 0..concurrency {
         for j in 0..args.per_client {
             conn.query(if is_long(i, j, args.per_client, k) { long } else { "select 1" }, &[])?;
             done += 1;
         }
         // Stop at a whole period of the long/short cycle, so the sample is representative.
-        if start.elapsed() > args.blocking_budget && done % k == 0 {
+        if start.elapsed() > args.blocking_budget && done.is_multiple_of(k) {
             break;
         }
     }
