@@ -390,8 +390,7 @@ impl Connection {
             return Err(Error::Usage(format!("the connection is closed: {why}")));
         }
         if !self.out.is_empty() {
-            let sent = self.framed.send(&mut self.out);
-            self.check(sent)?;
+            self.flush()?;
         }
         if let Some(cancel) = &self.cancel {
             while !cancel.done.load(Ordering::Acquire) {
@@ -407,6 +406,17 @@ impl Connection {
             }
         }
         Ok(())
+    }
+
+    /// Writes what is queued. A request cut short (the write failed or timed out
+    /// part-way) leaves the session in an unknown state: the connection is broken.
+    pub(crate) fn flush(&mut self) -> Result<(), Error> {
+        let sent = self.framed.send(&mut self.out);
+        if let Err(e) = &sent {
+            self.broken = Some(format!("a request could not be sent whole: {e}"));
+            self.owed = 0;
+        }
+        sent
     }
 
     /// Marks the connection broken on a fatal error; on a timeout, cancels the
@@ -467,8 +477,7 @@ impl Connection {
         }
         if frontend::query("ROLLBACK", &mut self.out).is_ok() {
             self.owed += 1;
-            let sent = self.framed.send(&mut self.out);
-            let _ = self.check(sent);
+            let _ = self.flush();
         }
     }
 }

@@ -109,8 +109,7 @@ impl Connection {
         self.settle()?;
         self.out.extend_from_slice(batch);
         self.owed += replies;
-        let sent = self.framed.send(&mut self.out);
-        self.check(sent)
+        self.flush()
     }
 
     /// Reads one of a pipeline's replies.
@@ -128,8 +127,7 @@ impl Connection {
         let name = self.statements.next_name();
         encode_prepare(&mut self.out, &name, sql)?;
         self.owed += 1;
-        let sent = self.framed.send(&mut self.out);
-        self.check(sent)?;
+        self.flush()?;
         let described = self.read_description(name);
         let stmt = self.check(described)?;
         self.keep(sql, stmt.clone());
@@ -161,8 +159,7 @@ impl Connection {
         self.settle()?;
         encode_query(&mut self.out, &stmt, params)?;
         self.owed += 1;
-        let sent = self.framed.send(&mut self.out);
-        self.check(sent)?;
+        self.flush()?;
         let reply = self.read_reply(Some(stmt.columns_arc()));
         if let Err(e) = &reply {
             self.forget_if_stale(sql, e);
@@ -175,8 +172,7 @@ impl Connection {
         self.settle()?;
         frontend::query(sql, &mut self.out).map_err(|e| Error::Param(format!("cannot send the query: {e}")))?;
         self.owed += 1;
-        let sent = self.framed.send(&mut self.out);
-        self.check(sent)?;
+        self.flush()?;
         let reply = self.read_simple_reply();
         self.check(reply)
     }

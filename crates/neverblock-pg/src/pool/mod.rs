@@ -383,19 +383,18 @@ impl Inner {
                 }
             }
         }
-        let waiter = Rc::new(Waiter::default());
-        self.state.borrow_mut().waiters.push_back(waiter.clone());
+        let line = InLine { pool: self, waiter: Rc::new(Waiter::default()) };
+        self.state.borrow_mut().waiters.push_back(line.waiter.clone());
         let wait = || loop {
-            if let Some(handoff) = waiter.slot.borrow_mut().take() {
+            if let Some(handoff) = line.waiter.slot.borrow_mut().take() {
                 return Ok(handoff);
             }
-            waiter.notify.notified()?;
+            line.waiter.notify.notified()?;
         };
         let waited = neverblock::timeout(self.settings.checkout_timeout, wait);
-        if let Some(handoff) = waiter.slot.borrow_mut().take() {
+        if let Some(handoff) = line.waiter.slot.borrow_mut().take() {
             return Ok(handoff);
         }
-        self.state.borrow_mut().waiters.retain(|w| !Rc::ptr_eq(w, &waiter));
         match waited {
             Ok(Ok(handoff)) => Ok(handoff),
             Ok(Err(neverblock::Elapsed)) => Err(Error::Timeout),
@@ -403,9 +402,13 @@ impl Inner {
         }
     }
 
-    /// Opens a connection in a place this fiber holds; gives the place up on failure.
+    /// Opens a connection in a place this fiber holds; gives the place up if it
+    /// fails (or the fiber unwinds meanwhile).
     fn open(&self) -> Result<Connection, Error> {
-        Connection::connect(&self.settings.config).inspect_err(|_| self.release_place())
+        let mut place = Place { pool: self, held: true };
+        let conn = Connection::connect(&self.settings.config)?;
+        place.held = false;
+        Ok(conn)
     }
 
     /// A connection closed: its place goes to the first waiter, else is freed.
@@ -463,6 +466,39 @@ fn settle_for_reuse(conn: &mut Connection) -> Result<(), Error> {
         conn.batch_execute("ROLLBACK")?;
     }
     Ok(())
+}
+
+/// A fiber's place in the line: dropped when it leaves, also when the fiber
+/// unwinds (a cancellation), passing on whatever it was handed meanwhile.
+struct InLine<'a> {
+    pool: &'a Inner,
+    waiter: Rc<Waiter>,
+}
+
+impl Drop for InLine<'_> {
+    fn drop(&mut self) {
+        self.pool.state.borrow_mut().waiters.retain(|w| !Rc::ptr_eq(w, &self.waiter));
+        let handed = self.waiter.slot.borrow_mut().take();
+        match handed {
+            Some(Handoff::Conn(conn)) => self.pool.put(conn),
+            Some(Handoff::Open) => self.pool.release_place(),
+            None => {}
+        }
+    }
+}
+
+/// A place taken to open a connection in; freed when dropped still held.
+struct Place<'a> {
+    pool: &'a Inner,
+    held: bool,
+}
+
+impl Drop for Place<'_> {
+    fn drop(&mut self) {
+        if self.held {
+            self.pool.release_place();
+        }
+    }
 }
 
 fn hand(waiter: &Waiter, handoff: Handoff) {

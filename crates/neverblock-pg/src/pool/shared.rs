@@ -214,10 +214,17 @@ impl Shared {
     }
 
     fn wait_for_room(&self) -> Result<(), Error> {
+        /// Counts a waiting fiber until it stops waiting, however it stops.
+        struct Waiting<'a>(&'a Room);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.waiting.set(self.0.waiting.get() - 1);
+            }
+        }
         let room = &self.room;
         room.waiting.set(room.waiting.get() + 1);
+        let _waiting = Waiting(room);
         let waited = neverblock::timeout(self.checkout_timeout, || room.notify.notified());
-        room.waiting.set(room.waiting.get() - 1);
         match waited {
             Ok(Ok(())) => Ok(()),
             Ok(Err(_)) => Err(Error::Timeout),
@@ -231,9 +238,8 @@ impl Shared {
             return Err(Error::Usage("a pool with shared connections needs a neverblock runtime".into()));
         }
         self.opening.set(self.opening.get() + 1);
-        let opened = Connection::connect(&self.config).and_then(Connection::into_framed);
-        self.opening.set(self.opening.get() - 1);
-        let framed = opened.inspect_err(|_| self.room.notify.notify_all())?;
+        let opening = Opening(self);
+        let framed = Connection::connect(&self.config).and_then(Connection::into_framed)?;
         let conn = Rc::new(Conn {
             socket: framed.socket().clone(),
             out: RefCell::new(BytesMut::with_capacity(8192)),
@@ -247,8 +253,19 @@ impl Shared {
         neverblock::spawn(move || writer.write_loop());
         neverblock::spawn(move || reader.read_loop(framed));
         self.conns.borrow_mut().push(conn.clone());
-        self.room.notify.notify_all();
+        drop(opening);
         Ok(conn)
+    }
+}
+
+/// A connection being opened: counted until it is open, has failed, or its
+/// fiber unwound; then fibers waiting for room look again.
+struct Opening<'a>(&'a Shared);
+
+impl Drop for Opening<'_> {
+    fn drop(&mut self) {
+        self.0.opening.set(self.0.opening.get() - 1);
+        self.0.room.notify.notify_all();
     }
 }
 

@@ -226,3 +226,23 @@ fn the_pool_recovers_from_a_server_restart() {
         assert_eq!(got, (0..12).collect::<Vec<_>>(), "every query after the restart succeeds at once");
     });
 }
+
+#[test]
+fn a_fiber_cancelled_in_line_passes_on_the_connection_it_was_handed() {
+    run(|| {
+        let pool = Pool::builder(config()).max_size(1).checkout_timeout(Duration::from_secs(20)).build();
+        let held = pool.get().unwrap();
+        let waiter = {
+            let pool = pool.clone();
+            neverblock::spawn(move || pool.get().map(drop))
+        };
+        neverblock::yield_now();
+        assert_eq!(pool.status().waiting, 1);
+        drop(held); // handed to the waiter, which has not run since
+        waiter.cancel();
+        assert!(waiter.join().is_err(), "cancelled in line");
+        assert_eq!(pool.status().waiting, 0);
+        let mut conn = pool.get().expect("the connection came back to the pool, not lost with the waiter");
+        assert_eq!(conn.query_one("select 1::int4", &[]).unwrap().get::<i32>(0), 1);
+    });
+}
