@@ -10,6 +10,14 @@ use crate::Error;
 
 /// Where the server listens.
 #[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// # Examples
+///
+/// ```
+/// use neverblock_pg::{config::Host, Config};
+/// let c = Config::parse("postgres://u@%2Frun%2Fpostgresql/db").unwrap();
+/// assert!(matches!(c.get_host(), Host::Unix(dir, 5432) if dir.to_str() == Some("/run/postgresql")));
+/// ```
 pub enum Host {
     /// A TCP host name or address, and port.
     Tcp(String, u16),

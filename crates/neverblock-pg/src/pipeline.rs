@@ -47,6 +47,17 @@ impl<'a> Pipeline<'a> {
     /// # Errors
     ///
     /// [`Error::Param`] when `params` do not fit; preparing a new statement's errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # neverblock::run(|| {
+    /// # let mut conn = neverblock_pg::connect("postgres://postgres@localhost/postgres").unwrap();
+    /// let mut batch = conn.pipeline();
+    /// batch.query("select $1::int4", &[&1i32]).unwrap().query("select 2", &[]).unwrap();
+    /// assert_eq!(batch.len(), 2);
+    /// # });
+    /// ```
     pub fn query(&mut self, sql: &str, params: &[&dyn ToSql]) -> Result<&mut Self, Error> {
         let stmt = self.conn.statement(sql)?;
         encode_query(&mut self.out, &stmt, params)?;
@@ -55,11 +66,31 @@ impl<'a> Pipeline<'a> {
     }
 
     /// How many queries are queued.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # neverblock::run(|| {
+    /// # let mut conn = neverblock_pg::connect("postgres://postgres@localhost/postgres").unwrap();
+    /// let mut batch = conn.pipeline();
+    /// assert_eq!(batch.len(), 0);
+    /// # });
+    /// ```
     pub fn len(&self) -> usize {
         self.queued.len()
     }
 
     /// Whether nothing is queued.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # neverblock::run(|| {
+    /// # let mut conn = neverblock_pg::connect("postgres://postgres@localhost/postgres").unwrap();
+    /// let mut batch = conn.pipeline();
+    /// assert!(batch.is_empty());
+    /// # });
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.queued.is_empty()
     }
@@ -71,6 +102,18 @@ impl<'a> Pipeline<'a> {
     /// The outer error when the connection fails or a `timeout` expires (the
     /// rest is then drained or cancelled, as for one query); each query's own
     /// server error in its place.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # neverblock::run(|| {
+    /// # let mut conn = neverblock_pg::connect("postgres://postgres@localhost/postgres").unwrap();
+    /// let mut batch = conn.pipeline();
+    /// batch.query("select 1", &[]).unwrap();
+    /// let results = batch.run().unwrap();
+    /// assert_eq!(results[0].as_ref().unwrap().len(), 1);
+    /// # });
+    /// ```
     pub fn run(self) -> Result<Vec<Result<Vec<Row>, Error>>, Error> {
         let Pipeline { conn, out, queued } = self;
         conn.send_batch(&out, queued.len())?;

@@ -39,23 +39,63 @@ impl Column {
     }
 
     /// The column's name (its label in the query).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # neverblock::run(|| {
+    /// # let mut conn = neverblock_pg::connect("postgres://postgres@localhost/postgres").unwrap();
+    /// let row = conn.query_one("select 1::int4 as one, 'x'::text as x", &[]).unwrap();
+    /// assert_eq!(row.columns()[1].name(), "x");
+    /// # });
+    /// ```
     pub fn name(&self) -> &str {
         &self.name
     }
 
     /// The column's type.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # neverblock::run(|| {
+    /// # let mut conn = neverblock_pg::connect("postgres://postgres@localhost/postgres").unwrap();
+    /// let row = conn.query_one("select 1::int4 as one, 'x'::text as x", &[]).unwrap();
+    /// assert_eq!(row.columns()[0].type_(), neverblock_pg::types::Type::INT4);
+    /// # });
+    /// ```
     pub fn type_(&self) -> Type {
         self.ty
     }
 
     /// The format its values are asked for in: binary for the types in
     /// [`types`](crate::types)' table, text for the rest.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # neverblock::run(|| {
+    /// # let mut conn = neverblock_pg::connect("postgres://postgres@localhost/postgres").unwrap();
+    /// let row = conn.query_one("select 1::int4 as one, 'x'::text as x", &[]).unwrap();
+    /// assert_eq!(row.columns()[0].format(), neverblock_pg::types::Format::Binary);
+    /// # });
+    /// ```
     pub fn format(&self) -> Format {
         self.format
     }
 }
 
 /// Picks a column by position (`0`) or by name (`"id"`).
+///
+/// # Examples
+///
+/// ```no_run
+/// # neverblock::run(|| {
+/// # let mut conn = neverblock_pg::connect("postgres://postgres@localhost/postgres").unwrap();
+/// let row = conn.query_one("select 1::int4 as one, 'x'::text as x", &[]).unwrap();
+/// assert_eq!(row.get::<i32>(0), row.get::<i32>("one"));
+/// # });
+/// ```
 pub trait ColumnIndex: sealed::Sealed {
     /// The column's position, if it exists.
     #[doc(hidden)]
@@ -115,16 +155,46 @@ impl Row {
     }
 
     /// The columns.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # neverblock::run(|| {
+    /// # let mut conn = neverblock_pg::connect("postgres://postgres@localhost/postgres").unwrap();
+    /// let row = conn.query_one("select 1::int4 as one, 'x'::text as x", &[]).unwrap();
+    /// assert_eq!(row.columns().len(), 2);
+    /// # });
+    /// ```
     pub fn columns(&self) -> &[Column] {
         &self.columns
     }
 
     /// How many columns.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # neverblock::run(|| {
+    /// # let mut conn = neverblock_pg::connect("postgres://postgres@localhost/postgres").unwrap();
+    /// let row = conn.query_one("select 1::int4 as one, 'x'::text as x", &[]).unwrap();
+    /// assert_eq!(row.len(), 2);
+    /// # });
+    /// ```
     pub fn len(&self) -> usize {
         self.columns.len()
     }
 
     /// Whether the row has no columns.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # neverblock::run(|| {
+    /// # let mut conn = neverblock_pg::connect("postgres://postgres@localhost/postgres").unwrap();
+    /// let row = conn.query_one("select 1::int4 as one, 'x'::text as x", &[]).unwrap();
+    /// assert!(!row.is_empty());
+    /// # });
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.columns.is_empty()
     }
@@ -135,6 +205,16 @@ impl Row {
     ///
     /// When [`try_get`](Row::try_get) returns an error: no such column, a type
     /// `T` cannot be read from, or a NULL into a non-`Option`.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # neverblock::run(|| {
+    /// # let mut conn = neverblock_pg::connect("postgres://postgres@localhost/postgres").unwrap();
+    /// let row = conn.query_one("select 1::int4 as one, 'x'::text as x", &[]).unwrap();
+    /// assert_eq!(row.get::<&str>("x"), "x");
+    /// # });
+    /// ```
     #[track_caller]
     pub fn get<'a, T: FromSql<'a>>(&'a self, index: impl ColumnIndex + fmt::Debug) -> T {
         self.try_get(index).unwrap_or_else(|e| panic!("{e}"))
@@ -146,6 +226,16 @@ impl Row {
     ///
     /// [`Error::Column`]: no such column, a column type `T` cannot be read
     /// from, a NULL into a non-`Option`, or an invalid value.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # neverblock::run(|| {
+    /// # let mut conn = neverblock_pg::connect("postgres://postgres@localhost/postgres").unwrap();
+    /// let row = conn.query_one("select 1::int4 as one, 'x'::text as x", &[]).unwrap();
+    /// assert!(row.try_get::<i32>("x").is_err(), "text is not an int4");
+    /// # });
+    /// ```
     pub fn try_get<'a, T: FromSql<'a>>(&'a self, index: impl ColumnIndex + fmt::Debug) -> Result<T, Error> {
         let i = index
             .position(&mut self.columns.iter().map(Column::name))
@@ -194,11 +284,31 @@ impl SimpleRow {
     }
 
     /// The columns' names.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # neverblock::run(|| {
+    /// # let mut conn = neverblock_pg::connect("postgres://postgres@localhost/postgres").unwrap();
+    /// let rows = conn.simple_query("select 1 as a").unwrap();
+    /// assert_eq!(rows[0].column_names(), ["a"]);
+    /// # });
+    /// ```
     pub fn column_names(&self) -> &[String] {
         &self.names
     }
 
     /// Value `index` as text; `None` for NULL or no such column.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # neverblock::run(|| {
+    /// # let mut conn = neverblock_pg::connect("postgres://postgres@localhost/postgres").unwrap();
+    /// let rows = conn.simple_query("select 1, null").unwrap();
+    /// assert_eq!((rows[0].get(0), rows[0].get(1), rows[0].get(2)), (Some("1"), None, None));
+    /// # });
+    /// ```
     pub fn get(&self, index: usize) -> Option<&str> {
         let range = self.ranges.get(index)?.clone()?;
         std::str::from_utf8(&self.body.buffer()[range]).ok()

@@ -44,11 +44,29 @@ impl Statement {
     }
 
     /// The types of `$1`, `$2`, ….
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # neverblock::run(|| {
+    /// # let mut conn = neverblock_pg::connect("postgres://postgres@localhost/postgres").unwrap();
+    /// assert_eq!(conn.prepare("select $1::int8, $2::text").unwrap().params().len(), 2);
+    /// # });
+    /// ```
     pub fn params(&self) -> &[Type] {
         &self.0.params
     }
 
     /// The result columns (none for a statement that returns no rows).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # neverblock::run(|| {
+    /// # let mut conn = neverblock_pg::connect("postgres://postgres@localhost/postgres").unwrap();
+    /// assert!(conn.prepare("create temp table t (n int)").unwrap().columns().is_empty());
+    /// # });
+    /// ```
     pub fn columns(&self) -> &[Column] {
         &self.0.columns
     }

@@ -27,6 +27,12 @@ use std::time::{Duration, Instant};
 use crate::{Config, Connection, Error};
 
 /// What to tell someone whose machine has no PostgreSQL.
+///
+/// # Examples
+///
+/// ```
+/// assert!(neverblock_pg::throwaway::INSTALL_HINT.contains("apt-get install postgresql"));
+/// ```
 pub const INSTALL_HINT: &str =
     "PostgreSQL's server programs (initdb, postgres) were not found via `pg_config --bindir` \
      or in /usr/lib/postgresql/*/bin: install them (Debian/Ubuntu: `apt-get install postgresql`), \
@@ -138,6 +144,13 @@ impl Server {
     ///
     /// [`Error::Usage`] when PostgreSQL is not installed, or `initdb` or the
     /// server fails (with the server's log); [`Error::Io`] for the directory.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let server = neverblock_pg::throwaway::Server::start().unwrap();
+    /// println!("{}", server.url());
+    /// ```
     pub fn start() -> Result<Server, Error> {
         let bin = Server::binaries()?;
         let account = Account::unprivileged();
@@ -223,11 +236,25 @@ impl Server {
     }
 
     /// The TCP port (also the number in the socket's name).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let server = neverblock_pg::throwaway::Server::start().unwrap();
+    /// assert!(server.url().contains(&server.port().to_string()));
+    /// ```
     pub fn port(&self) -> u16 {
         self.port
     }
 
     /// The temporary directory: the data, the socket, `postgres.log`.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let server = neverblock_pg::throwaway::Server::start().unwrap();
+    /// assert!(server.dir().join("postgres.log").exists());
+    /// ```
     pub fn dir(&self) -> &Path {
         &self.dir
     }
@@ -238,6 +265,13 @@ impl Server {
     /// # Errors
     ///
     /// [`Error::Usage`] when the supervisor is gone or the server does not come back.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let server = neverblock_pg::throwaway::Server::start().unwrap();
+    /// server.restart().unwrap(); // every session ends; new ones connect
+    /// ```
     pub fn restart(&self) -> Result<(), Error> {
         {
             let mut supervisor = self.supervisor.lock().unwrap_or_else(|p| p.into_inner());

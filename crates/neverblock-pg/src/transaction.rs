@@ -44,6 +44,18 @@ impl<'a> Transaction<'a> {
     /// [`Error::Usage`] when a statement of the transaction had failed: the
     /// server then rolls it back instead, and so it is; the server's error
     /// (a deferred constraint, a serialization failure); the connection's failure.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # neverblock::run(|| {
+    /// # let mut conn = neverblock_pg::connect("postgres://postgres@localhost/postgres").unwrap();
+    /// # conn.batch_execute("create temp table t (n int4)").unwrap();
+    /// let mut tx = conn.transaction().unwrap();
+    /// tx.execute("insert into t values (1)", &[]).unwrap();
+    /// tx.commit().unwrap();
+    /// # });
+    /// ```
     pub fn commit(mut self) -> Result<(), Error> {
         self.finished = true;
         if self.conn.transaction_status() == TransactionStatus::Failed {
@@ -58,6 +70,18 @@ impl<'a> Transaction<'a> {
     /// # Errors
     ///
     /// The connection's failure.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # neverblock::run(|| {
+    /// # let mut conn = neverblock_pg::connect("postgres://postgres@localhost/postgres").unwrap();
+    /// # conn.batch_execute("create temp table t (n int4)").unwrap();
+    /// let mut tx = conn.transaction().unwrap();
+    /// tx.execute("insert into t values (1)", &[]).unwrap();
+    /// tx.rollback().unwrap();
+    /// # });
+    /// ```
     pub fn rollback(mut self) -> Result<(), Error> {
         self.finished = true;
         self.conn.batch_execute("ROLLBACK")

@@ -60,6 +60,16 @@ impl CancelToken {
     /// # Errors
     ///
     /// [`Error::Connect`] when the server cannot be reached; [`Error::Io`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # neverblock::run(|| {
+    /// # let mut conn = neverblock_pg::connect("postgres://postgres@localhost/postgres").unwrap();
+    /// let token = conn.cancel_token().unwrap();
+    /// token.cancel_query().unwrap(); // nothing runs: nothing is cancelled
+    /// # });
+    /// ```
     pub fn cancel_query(&self) -> Result<(), Error> {
         let target = || self.host.to_string();
         let socket = Socket::connect(&self.host).map_err(|source| Error::Connect { target: target(), source })?;

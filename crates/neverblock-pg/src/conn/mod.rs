@@ -339,6 +339,17 @@ impl Connection {
     }
 
     /// The session's transaction state.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use neverblock_pg::TransactionStatus;
+    /// # neverblock::run(|| {
+    /// # let mut conn = neverblock_pg::connect("postgres://postgres@localhost/postgres").unwrap();
+    /// conn.batch_execute("begin").unwrap();
+    /// assert_eq!(conn.transaction_status(), TransactionStatus::InTransaction);
+    /// # });
+    /// ```
     pub fn transaction_status(&self) -> TransactionStatus {
         self.status
     }
@@ -358,11 +369,32 @@ impl Connection {
     }
 
     /// The server process serving this session (`pg_backend_pid()`).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # neverblock::run(|| {
+    /// # let mut conn = neverblock_pg::connect("postgres://postgres@localhost/postgres").unwrap();
+    /// let pid: i32 = conn.query_one("select pg_backend_pid()", &[]).unwrap().get(0);
+    /// assert_eq!(conn.backend_pid(), Some(pid));
+    /// # });
+    /// ```
     pub fn backend_pid(&self) -> Option<i32> {
         self.key.map(|k| k.process_id)
     }
 
     /// Whether the connection failed and can no longer be used.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # neverblock::run(|| {
+    /// # let mut conn = neverblock_pg::connect("postgres://postgres@localhost/postgres").unwrap();
+    /// assert!(!conn.is_broken());
+    /// let _ = conn.query("select pg_terminate_backend(pg_backend_pid())", &[]);
+    /// assert!(conn.is_broken());
+    /// # });
+    /// ```
     pub fn is_broken(&self) -> bool {
         self.broken.is_some()
     }

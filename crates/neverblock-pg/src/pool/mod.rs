@@ -56,6 +56,13 @@ pub struct PoolBuilder {
 
 impl PoolBuilder {
     /// At most `n` connections (at least 1; default 10).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let builder = neverblock_pg::Pool::builder(neverblock_pg::Config::new());
+    /// assert_eq!(builder.max_size(4).build().status().max_size, 4);
+    /// ```
     pub fn max_size(mut self, n: usize) -> PoolBuilder {
         self.max_size = n.max(1);
         self
@@ -79,12 +86,26 @@ impl PoolBuilder {
     /// fiber whose `timeout` expires stops waiting, but its shared query is not
     /// cancelled (a cancel request would hit whatever the connection runs then):
     /// its reply is dropped when it comes. Shared connections need a runtime.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let builder = neverblock_pg::Pool::builder(neverblock_pg::Config::new());
+    /// let pool = builder.max_size(20).shared(16).build(); // 4 lent by get()
+    /// ```
     pub fn shared(mut self, n: usize) -> PoolBuilder {
         self.shared = n;
         self
     }
 
     /// How long [`Pool::get`] waits for a connection before [`Error::PoolTimeout`] (default 30 s).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let builder = neverblock_pg::Pool::builder(neverblock_pg::Config::new());
+    /// let pool = builder.checkout_timeout(std::time::Duration::from_millis(500)).build();
+    /// ```
     pub fn checkout_timeout(mut self, timeout: Duration) -> PoolBuilder {
         self.checkout_timeout = timeout;
         self
@@ -93,12 +114,26 @@ impl PoolBuilder {
     /// Checks an idle connection for a close or an error the server sent while it
     /// was idle (one non-blocking peek) when it has been idle at least this long
     /// (default 0: every time).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let builder = neverblock_pg::Pool::builder(neverblock_pg::Config::new());
+    /// let pool = builder.check_idle_after(std::time::Duration::from_secs(1)).build();
+    /// ```
     pub fn check_idle_after(mut self, idle: Duration) -> PoolBuilder {
         self.check_idle_after = idle;
         self
     }
 
     /// Shared mode: at most this many queries in flight on one connection (default 64).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let builder = neverblock_pg::Pool::builder(neverblock_pg::Config::new());
+    /// let pool = builder.shared(10).max_in_flight(16).build();
+    /// ```
     pub fn max_in_flight(mut self, n: usize) -> PoolBuilder {
         self.max_in_flight = n.max(1);
         self
@@ -106,6 +141,13 @@ impl PoolBuilder {
 
     /// Shared mode: a connection whose oldest query has run this long is passed
     /// over by new queries while another is free (default 10 ms).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let builder = neverblock_pg::Pool::builder(neverblock_pg::Config::new());
+    /// let pool = builder.shared(10).stall_after(std::time::Duration::from_millis(5)).build();
+    /// ```
     pub fn stall_after(mut self, d: Duration) -> PoolBuilder {
         self.stall_after = d;
         self
@@ -116,6 +158,13 @@ impl PoolBuilder {
     /// # Panics
     ///
     /// When more connections are shared than the pool has.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let builder = neverblock_pg::Pool::builder(neverblock_pg::Config::new());
+    /// assert_eq!(builder.build().status().open, 0, "nothing connects yet");
+    /// ```
     pub fn build(self) -> Pool {
         assert!(self.shared <= self.max_size, "{} shared connections in a pool of {}", self.shared, self.max_size);
         let shared = (self.shared > 0).then(|| shared::Shared::new(&self));

@@ -57,11 +57,33 @@ pub struct Date {
 
 impl Date {
     /// `infinity`, later than every date.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_pg::types::{Date, Timestamp};
+    /// assert!(Date::INFINITY > Date::from_ymd(9999, 12, 31).unwrap());
+    /// ```
     pub const INFINITY: Date = Date { days: i32::MAX };
     /// `-infinity`, earlier than every date.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_pg::types::{Date, Timestamp};
+    /// assert!(Date::NEG_INFINITY < Date::from_ymd(-4713, 11, 24).unwrap());
+    /// ```
     pub const NEG_INFINITY: Date = Date { days: i32::MIN };
 
     /// The date `year-month-day` (year 0 is 1 BC), if it exists.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_pg::types::{Date, Timestamp};
+    /// assert_eq!(Date::from_ymd(2000, 1, 1).unwrap().to_string(), "2000-01-01");
+    /// assert_eq!(Date::from_ymd(2000, 13, 1), None);
+    /// ```
     pub fn from_ymd(year: i32, month: u32, day: u32) -> Option<Date> {
         if !(1..=12).contains(&month) || !(1..=31).contains(&day) {
             return None;
@@ -72,6 +94,13 @@ impl Date {
     }
 
     /// (year, month, day); year 0 is 1 BC. Meaningless for ±infinity.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_pg::types::{Date, Timestamp};
+    /// assert_eq!(Date::from_ymd(1, 1, 1).unwrap().ymd(), (1, 1, 1));
+    /// ```
     pub fn ymd(self) -> (i32, u32, u32) {
         let (y, m, d) = civil_from_days(i64::from(self.days) + PG_EPOCH_DAYS);
         (y as i32, m, d)
@@ -148,11 +177,33 @@ pub struct Timestamp {
 
 impl Timestamp {
     /// `infinity`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_pg::types::{Date, Timestamp};
+    /// assert_eq!(Timestamp::INFINITY.to_string(), "infinity");
+    /// ```
     pub const INFINITY: Timestamp = Timestamp { micros: i64::MAX };
     /// `-infinity`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_pg::types::{Date, Timestamp};
+    /// assert_eq!(Timestamp::NEG_INFINITY.to_string(), "-infinity");
+    /// ```
     pub const NEG_INFINITY: Timestamp = Timestamp { micros: i64::MIN };
 
     /// `date` at `hour:minute:second.micro`, if those are a time of day.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_pg::types::{Date, Timestamp};
+    /// let t = Timestamp::new(Date::from_ymd(2024, 1, 2).unwrap(), 3, 4, 5, 6).unwrap();
+    /// assert_eq!(t.to_string(), "2024-01-02 03:04:05.000006");
+    /// ```
     pub fn new(date: Date, hour: u32, minute: u32, second: u32, micro: u32) -> Option<Timestamp> {
         if !date.is_finite() || hour > 23 || minute > 59 || second > 59 || micro > 999_999 {
             return None;
@@ -162,11 +213,27 @@ impl Timestamp {
     }
 
     /// The date. Meaningless for ±infinity.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_pg::types::{Date, Timestamp};
+    /// let d = Date::from_ymd(2024, 1, 2).unwrap();
+    /// assert_eq!(Timestamp::new(d, 23, 0, 0, 0).unwrap().date(), d);
+    /// ```
     pub fn date(self) -> Date {
         Date { days: self.micros.div_euclid(MICROS_PER_DAY) as i32 }
     }
 
     /// (hour, minute, second, microsecond). Meaningless for ±infinity.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_pg::types::{Date, Timestamp};
+    /// let d = Date::from_ymd(2024, 1, 2).unwrap();
+    /// assert_eq!(Timestamp::new(d, 23, 1, 2, 3).unwrap().time(), (23, 1, 2, 3));
+    /// ```
     pub fn time(self) -> (u32, u32, u32, u32) {
         let t = self.micros.rem_euclid(MICROS_PER_DAY);
         let secs = t / 1_000_000;
