@@ -9,7 +9,6 @@ use std::time::Duration;
 use crate::Error;
 
 /// Where the server listens.
-#[derive(Clone, Debug, PartialEq, Eq)]
 ///
 /// # Examples
 ///
@@ -18,6 +17,7 @@ use crate::Error;
 /// let c = Config::parse("postgres://u@%2Frun%2Fpostgresql/db").unwrap();
 /// assert!(matches!(c.get_host(), Host::Unix(dir, 5432) if dir.to_str() == Some("/run/postgresql")));
 /// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Host {
     /// A TCP host name or address, and port.
     Tcp(String, u16),
