@@ -138,7 +138,9 @@ impl Server {
         versions.pop().map(|(_, dir)| dir).ok_or_else(|| Error::Usage(INSTALL_HINT.into()))
     }
 
-    /// Makes a database cluster in a new temporary directory and starts a server on it.
+    /// Makes a database cluster in a new temporary directory and starts a server
+    /// on it. It waits for `initdb` with the thread blocked: call it outside a
+    /// runtime (or in `spawn_blocking`).
     ///
     /// # Errors
     ///
@@ -260,7 +262,8 @@ impl Server {
     }
 
     /// Stops the server (fast shutdown: every session ends) and starts it again
-    /// on the same port, returning once it accepts logins.
+    /// on the same port, returning once it accepts logins. It blocks the
+    /// thread: inside a runtime, call it in `spawn_blocking`.
     ///
     /// # Errors
     ///
