@@ -15,7 +15,7 @@
 
 mod shared;
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
@@ -236,6 +236,8 @@ enum Handoff {
 struct Waiter {
     slot: RefCell<Option<Handoff>>,
     notify: Notify,
+    /// Taken out of the line (by the hand-off that filled `slot`).
+    served: Cell<bool>,
 }
 
 /// What a pool holds now.
@@ -526,7 +528,9 @@ struct InLine<'a> {
 
 impl Drop for InLine<'_> {
     fn drop(&mut self) {
-        self.pool.state.borrow_mut().waiters.retain(|w| !Rc::ptr_eq(w, &self.waiter));
+        if !self.waiter.served.get() {
+            self.pool.state.borrow_mut().waiters.retain(|w| !Rc::ptr_eq(w, &self.waiter));
+        }
         let handed = self.waiter.slot.borrow_mut().take();
         match handed {
             Some(Handoff::Conn(conn)) => self.pool.put(conn),
@@ -551,6 +555,7 @@ impl Drop for Place<'_> {
 }
 
 fn hand(waiter: &Waiter, handoff: Handoff) {
+    waiter.served.set(true);
     *waiter.slot.borrow_mut() = Some(handoff);
     waiter.notify.notify_one();
 }
