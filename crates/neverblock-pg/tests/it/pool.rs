@@ -121,11 +121,13 @@ fn a_backend_killed_fails_only_its_fiber_and_is_replaced() {
         let name = unique("killed");
         let pool = Pool::new(config().application_name(&name), 4);
         let started = Rc::new(Notify::new());
+        let pid_cell = Rc::new(RefCell::new(0));
         let victim = {
-            let (pool, started) = (pool.clone(), started.clone());
+            let (pool, started, pid_cell) = (pool.clone(), started.clone(), pid_cell.clone());
             neverblock::spawn(move || {
                 let mut conn = pool.get().unwrap();
                 let pid = conn.backend_pid().unwrap();
+                *pid_cell.borrow_mut() = pid;
                 started.notify_one();
                 (pid, conn.query("select pg_sleep(30)", &[]).map(drop))
             })
@@ -142,20 +144,21 @@ fn a_backend_killed_fails_only_its_fiber_and_is_replaced() {
             })
             .collect();
         let mut admin = admin();
+        let victim_pid = *pid_cell.borrow();
         loop {
-            let n: i64 = admin
-                .query_one("select count(*) from pg_stat_activity where application_name = $1 and query = 'select pg_sleep(30)' and state = 'active'", &[&name])
+            let running: i64 = admin
+                .query_one(
+                    "select count(*) from pg_stat_activity where pid = $1 and query = 'select pg_sleep(30)' and state = 'active'",
+                    &[&victim_pid],
+                )
                 .unwrap()
                 .get(0);
-            if n == 1 {
+            if running == 1 {
                 break;
             }
             neverblock::sleep(Duration::from_millis(5));
         }
-        let killed: bool = admin
-            .query_one("select pg_terminate_backend(pid) from pg_stat_activity where application_name = $1 and query = 'select pg_sleep(30)'", &[&name])
-            .unwrap()
-            .get(0);
+        let killed: bool = admin.query_one("select pg_terminate_backend($1)", &[&victim_pid]).unwrap().get(0);
         assert!(killed);
         let (pid, outcome) = victim.join().unwrap();
         let err = outcome.unwrap_err();

@@ -79,24 +79,26 @@ fn a_shared_connection_killed_fails_its_queries_and_is_replaced() {
     run(|| {
         let name = unique("shared_kill");
         let pool = Pool::builder(config().application_name(&name)).max_size(1).shared(1).build();
-        let sleeper = {
-            let pool = pool.clone();
-            neverblock::spawn(move || pool.query("select pg_sleep(30)", &[]).map(drop))
-        };
-        let mut admin = admin();
-        loop {
-            let killed: Option<bool> = admin
-                .query_opt("select pg_terminate_backend(pid) from pg_stat_activity where application_name = $1 and query = 'select pg_sleep(30)'", &[&name])
-                .unwrap()
-                .map(|r| r.get(0));
-            if killed == Some(true) {
-                break;
-            }
-            neverblock::sleep(Duration::from_millis(5));
-        }
-        let err = sleeper.join().unwrap().unwrap_err();
+        let pid: i32 = pool.query_one("select pg_backend_pid()", &[]).unwrap().get(0);
+        // Queries pipelined on the one connection, one of which ends its backend.
+        let fibers: Vec<_> = (0..20i32)
+            .map(|i| {
+                let pool = pool.clone();
+                neverblock::spawn(move || match i {
+                    10 => pool.query("select pg_terminate_backend(pg_backend_pid())", &[]).map(drop),
+                    _ => pool.query("select pg_sleep(0.01)", &[]).map(drop),
+                })
+            })
+            .collect();
+        let results: Vec<_> = fibers.into_iter().map(|f| f.join().unwrap()).collect();
+        let err = results[10].as_ref().unwrap_err();
         assert!(err.code() == Some("57P01") || matches!(err, Error::Closed | Error::Io(_)), "{err}");
-        assert_eq!(pool.query_one("select 5::int4", &[]).unwrap().get::<i32>(0), 5, "a new connection");
+        for r in &results[11..] {
+            assert!(r.is_err(), "queries behind it on the dead connection fail: {r:?}");
+        }
+        let now: i32 = pool.query_one("select pg_backend_pid()", &[]).unwrap().get(0);
+        assert_ne!(now, pid, "a new connection");
+        assert_eq!(pool.status().open, 1, "the dead one is gone from the pool");
     });
 }
 
