@@ -249,3 +249,23 @@ fn a_fiber_cancelled_in_line_passes_on_the_connection_it_was_handed() {
         assert_eq!(conn.query_one("select 1::int4", &[]).unwrap().get::<i32>(0), 1);
     });
 }
+
+#[test]
+fn a_pool_whose_server_is_down_reports_it_to_every_fiber_and_holds_no_place() {
+    run(|| {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let pool = Pool::new(neverblock_pg::Config::new().tcp("127.0.0.1", port), 2);
+        let fibers: Vec<_> = (0..6)
+            .map(|_| {
+                let pool = pool.clone();
+                neverblock::spawn(move || pool.query("select 1", &[]).map(drop))
+            })
+            .collect();
+        for f in fibers {
+            let err = f.join().unwrap().unwrap_err();
+            assert!(matches!(err, Error::Connect { .. }), "{err}");
+        }
+        let status = pool.status();
+        assert_eq!((status.open, status.waiting), (0, 0), "no place is held by a failed connect");
+    });
+}
