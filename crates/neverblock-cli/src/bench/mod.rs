@@ -46,7 +46,7 @@ pub(crate) struct Common {
     #[arg(long)]
     json: bool,
     /// Also run the peers each benchmark has, when installed: raw corosensei (the floor), MRI Ruby, Go,
-    /// Python gevent.
+    /// Python gevent; Go pgx and tokio-postgres for pg-mix and pg-select1.
     #[arg(long)]
     peers: bool,
 }
