@@ -376,6 +376,8 @@ fn sigquit_prints_a_fiber_dump_and_the_server_goes_on() {
     let dir = Dir::new("serve-dump");
     std::fs::write(dir.0.join("a.txt"), "a").unwrap();
     let mut server = Serve::start(&dir.0, None);
+    // Answered, so its loop runs (the startup line comes before the loops start).
+    assert!(String::from_utf8(server.get("/a.txt")).unwrap().starts_with("HTTP/1.1 200 OK\r\n"));
     server.signal("QUIT");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while !server.log.lock().unwrap().contains(" tasks):") && std::time::Instant::now() < deadline {
@@ -387,4 +389,20 @@ fn sigquit_prints_a_fiber_dump_and_the_server_goes_on() {
     let log = server.stop();
     assert!(log.contains("fiber dump (SIGQUIT):"), "{log}");
     assert!(log.contains("is parked on an fd to become readable"), "the accept loop waits on its listener: {log}");
+}
+
+#[test]
+fn pg_sleep_bench_starts_its_own_server_and_prints_both_rows() {
+    let (ok, stdout, stderr) = neverblock(&["bench", "pg-sleep", "--queries", "3", "--seconds", "0.2", "--json"]);
+    assert!(ok, "{stderr}");
+    let rows = rows(&stdout);
+    let seconds = |name: &str| {
+        let row = rows.iter().find(|r| r["impl"] == name).unwrap_or_else(|| panic!("no {name} row: {stdout}"));
+        assert_eq!(row["bench"], "pg-sleep");
+        assert_eq!(row["params"]["queries"], 3);
+        row["metrics"]["seconds"].as_f64().unwrap()
+    };
+    assert!(seconds("blocking") >= 0.6, "three sleeps of 0.2 s one after another");
+    assert!(seconds("neverblock") >= 0.2);
+    assert!(stderr.contains("throwaway PostgreSQL"), "{stderr}");
 }

@@ -5,6 +5,7 @@ mod fiber_chain;
 mod fiber_switch;
 mod idle_connections;
 mod peers;
+mod pg;
 mod raw;
 mod report;
 mod runtime;
@@ -31,8 +32,14 @@ pub(crate) enum Bench {
     /// 100 keep-alive connections in a closed loop beside 10,000 idle ones: memory per idle
     /// connection and the active ones' latencies (vs Go net/http, or another build's server).
     IdleConnections(idle_connections::IdleArgs),
-    /// Every benchmark but `sleepers` (a million fibers), `delay-client` (a server per delay) and
-    /// `fiber-chain --max`, with defaults.
+    /// sleep queries (NeverBlock's): concurrent `select pg_sleep(1)`, a fibered pool vs one blocking connection.
+    PgSleep(pg::SleepArgs),
+    /// long/short mix (NeverBlock's): one `pg_sleep` every k `select 1`, at several concurrencies.
+    PgMix(pg::MixArgs),
+    /// `select 1` throughput through a 16-connection pool, 256 fibers (lent and shared modes).
+    PgSelect1(pg::Select1Args),
+    /// Every benchmark but `sleepers` (a million fibers), `delay-client` (a server per delay), `idle-connections`, the `pg-*`
+    /// ones (a PostgreSQL server each) and `fiber-chain --max`, with defaults.
     All(Common),
 }
 
@@ -43,7 +50,7 @@ pub(crate) struct Common {
     #[arg(long)]
     json: bool,
     /// Also run the peers each benchmark has, when installed: raw corosensei (the floor), MRI Ruby, Go,
-    /// Python gevent.
+    /// Python gevent; Go pgx and tokio-postgres for pg-mix and pg-select1.
     #[arg(long)]
     peers: bool,
 }
@@ -66,6 +73,9 @@ impl Bench {
             Bench::Sleepers(args) => runtime::sleepers(args),
             Bench::DelayClient(args) => delay_client::run(args),
             Bench::IdleConnections(args) => idle_connections::run(args),
+            Bench::PgSleep(args) => pg::sleep(args),
+            Bench::PgMix(args) => pg::mix(args),
+            Bench::PgSelect1(args) => pg::select1(args),
             Bench::All(common) => {
                 fiber_chain::run(fiber_chain::ChainArgs::defaults(common.clone()))?;
                 fiber_switch::run(fiber_switch::SwitchArgs::defaults(common.clone()))?;

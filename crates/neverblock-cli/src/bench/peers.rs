@@ -136,7 +136,7 @@ fn work_dir_path() -> PathBuf {
 }
 
 /// This process's peer directory, made if it is not there yet.
-fn work_dir() -> PathBuf {
+pub(super) fn work_dir() -> PathBuf {
     let dir = work_dir_path();
     std::fs::create_dir_all(&dir).expect("create a temporary directory for the peers");
     dir
@@ -193,7 +193,7 @@ fn go_build(name: &str, source: &str) -> Option<PathBuf> {
 }
 
 /// Runs one peer and parses the JSON rows it prints.
-fn run_peer(name: &str, command: &mut Command) -> Vec<Row> {
+pub(super) fn run_peer(name: &str, command: &mut Command) -> Vec<Row> {
     let Some(stdout) = peer_stdout(name, command) else { return Vec::new() };
     String::from_utf8_lossy(&stdout).lines().filter_map(|line| serde_json::from_str::<Row>(line).ok()).collect()
 }

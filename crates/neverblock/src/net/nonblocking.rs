@@ -85,6 +85,21 @@ impl<T: AsFd> NonBlocking<T> {
         Ok(n)
     }
 
+    /// Reads without consuming and without waiting: what is there now, `Ok(0)` at
+    /// end of stream, `WouldBlock` when nothing has arrived.
+    pub(crate) fn try_peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        let flags = rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT;
+        match rustix::net::recv(&self.inner, buf, flags) {
+            Ok((n, _)) => Ok(n),
+            Err(e) => {
+                if e == rustix::io::Errno::AGAIN {
+                    self.registration.clear_ready(Direction::Read);
+                }
+                Err(e.into())
+            }
+        }
+    }
+
     /// Waits until the fd becomes writable (a non-blocking connect completing), or
     /// `deadline` passes (`TimedOut`).
     pub(crate) fn wait_writable(&self, deadline: Option<Instant>) -> io::Result<()> {

@@ -277,6 +277,34 @@ impl TcpStream {
         self.io.write_with(|s| super::send_file::send_once(s, file, offset, len))
     }
 
+    /// Reads without consuming and without waiting: what has arrived, `Ok(0)` once
+    /// the peer has closed, `WouldBlock` when nothing has. A pool checks an idle
+    /// connection with it (an idle connection's server should have nothing to say).
+    ///
+    /// # Errors
+    ///
+    /// `WouldBlock` when nothing has arrived; the connection's error (`ConnectionReset`, …).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io::ErrorKind;
+    /// use neverblock::net::{TcpListener, TcpStream};
+    ///
+    /// neverblock::run(|| {
+    ///     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    ///     let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    ///     let (server, _) = listener.accept().unwrap();
+    ///     let mut byte = [0];
+    ///     assert_eq!(client.try_peek(&mut byte).unwrap_err().kind(), ErrorKind::WouldBlock);
+    ///     drop(server);
+    ///     assert_eq!(client.try_peek(&mut byte).unwrap(), 0, "closed");
+    /// });
+    /// ```
+    pub fn try_peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.io.try_peek(buf)
+    }
+
     /// The pending socket error (`SO_ERROR`), cleared by reading it.
     ///
     /// # Errors

@@ -118,6 +118,30 @@ impl UnixStream {
         self.io.get_ref().shutdown(how)
     }
 
+    /// Reads without consuming and without waiting: what has arrived, `Ok(0)` once
+    /// the peer has closed, `WouldBlock` when nothing has.
+    ///
+    /// # Errors
+    ///
+    /// `WouldBlock` when nothing has arrived; the connection's error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io::{ErrorKind, Write};
+    /// use neverblock::net::UnixStream;
+    ///
+    /// let (a, mut b) = UnixStream::pair().unwrap();
+    /// let mut byte = [0];
+    /// assert_eq!(a.try_peek(&mut byte).unwrap_err().kind(), ErrorKind::WouldBlock);
+    /// b.write_all(b"x").unwrap();
+    /// assert_eq!(a.try_peek(&mut byte).unwrap(), 1);
+    /// assert_eq!(a.try_peek(&mut byte).unwrap(), 1, "still there: a peek consumes nothing");
+    /// ```
+    pub fn try_peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.io.try_peek(buf)
+    }
+
     /// Makes each read that waits longer than `timeout` fail with `TimedOut`.
     ///
     /// # Errors

@@ -355,6 +355,9 @@ pub fn dump_process(wait: std::time::Duration) -> String {
         parts.push((id, part));
     }
     parts.sort_by_key(|(id, _)| *id);
+    if parts.is_empty() && asked.is_empty() {
+        return "no neverblock runtime runs in this process\n".to_string();
+    }
     let mut out: String = parts.into_iter().map(|(_, part)| part).collect();
     for id in asked {
         out.push_str(&format!("loop {id}: did not answer within {wait:?}\n"));

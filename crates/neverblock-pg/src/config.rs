@@ -1,0 +1,532 @@
+//! Connection settings: libpq's URLs (`postgres://user:pass@host:port/db?…`) and
+//! `key=value` strings, or a builder.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use crate::Error;
+
+/// Where the server listens.
+///
+/// # Examples
+///
+/// ```
+/// use neverblock_pg::{config::Host, Config};
+/// let c = Config::parse("postgres://u@%2Frun%2Fpostgresql/db").unwrap();
+/// assert!(matches!(c.get_host(), Host::Unix(dir, 5432) if dir.to_str() == Some("/run/postgresql")));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Host {
+    /// A TCP host name or address, and port.
+    Tcp(String, u16),
+    /// A unix-domain socket: the directory holding `.s.PGSQL.<port>`, and the port.
+    Unix(PathBuf, u16),
+}
+
+impl Host {
+    /// The socket file a server on `port` makes in `dir` (what `Display` shows for
+    /// [`Host::Unix`]; TCP hosts show as `host:port`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_pg::config::Host;
+    ///
+    /// assert_eq!(Host::socket_path("/run/postgresql".as_ref(), 5432).to_str(), Some("/run/postgresql/.s.PGSQL.5432"));
+    /// assert_eq!(Host::Unix("/run/postgresql".into(), 5432).to_string(), "/run/postgresql/.s.PGSQL.5432");
+    /// assert_eq!(Host::Tcp("::1".into(), 5433).to_string(), "[::1]:5433");
+    /// ```
+    pub fn socket_path(dir: &Path, port: u16) -> PathBuf {
+        dir.join(format!(".s.PGSQL.{port}"))
+    }
+}
+
+impl fmt::Display for Host {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Host::Tcp(host, port) if host.contains(':') => write!(f, "[{host}]:{port}"),
+            Host::Tcp(host, port) => write!(f, "{host}:{port}"),
+            Host::Unix(dir, port) => write!(f, "{}", Host::socket_path(dir, *port).display()),
+        }
+    }
+}
+
+/// How to connect: server, user, password, database and timeouts.
+///
+/// A URL `postgres://user:password@host:port/dbname?key=value&…` (also
+/// `postgresql://`), or libpq's `key=value key='quoted value'` form. A host that
+/// starts with `/` is a unix-socket directory (`?host=/run/postgresql`, or
+/// percent-encoded in the URL's host part). Keys: `host`, `port`, `user`,
+/// `password`, `dbname`, `application_name`, `connect_timeout` (seconds),
+/// `sslmode` (`disable`, `allow` or `prefer`: this client speaks no TLS yet).
+/// Defaults: `localhost:5432`, user `$USER` (else `postgres`), database = user.
+///
+/// # Examples
+///
+/// ```
+/// use neverblock_pg::{config::Host, Config};
+///
+/// let c = Config::parse("postgres://app:s%40cret@db.internal:6432/shop?application_name=web").unwrap();
+/// assert_eq!(c.get_host(), &Host::Tcp("db.internal".into(), 6432));
+/// assert_eq!((c.get_user(), c.get_password(), c.get_dbname()), ("app", Some("s@cret"), "shop"));
+///
+/// let c = Config::parse("host=/run/postgresql user=app dbname='my db'").unwrap();
+/// assert_eq!(c.get_host(), &Host::Unix("/run/postgresql".into(), 5432));
+/// assert_eq!(c.get_dbname(), "my db");
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct Config {
+    host: Host,
+    user: String,
+    password: Option<String>,
+    dbname: Option<String>,
+    application_name: Option<String>,
+    connect_timeout: Option<Duration>,
+    read_timeout: Option<Duration>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config::new()
+    }
+}
+
+impl Config {
+    /// The defaults: `localhost:5432`, user `$USER` (else `postgres`), database = user.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let c = neverblock_pg::Config::new().user("app").dbname("shop");
+    /// assert_eq!(c.get_dbname(), "shop");
+    /// ```
+    pub fn new() -> Config {
+        Config {
+            host: Host::Tcp("localhost".into(), 5432),
+            user: std::env::var("USER").ok().filter(|u| !u.is_empty()).unwrap_or_else(|| "postgres".into()),
+            password: None,
+            dbname: None,
+            application_name: None,
+            connect_timeout: None,
+            read_timeout: None,
+        }
+    }
+
+    /// Parses a URL or a `key=value` string.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] naming what is wrong.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert!(neverblock_pg::Config::parse("postgres://localhost:99999/db").is_err());
+    /// ```
+    pub fn parse(s: &str) -> Result<Config, Error> {
+        let s = s.trim();
+        if let Some(rest) = s.strip_prefix("postgres://").or_else(|| s.strip_prefix("postgresql://")) {
+            parse_url(rest).map_err(|m| Error::Config(format!("{m} in {s:?}")))
+        } else if s.contains("://") {
+            Err(Error::Config(format!("{s:?} is not a postgres:// URL")))
+        } else {
+            parse_key_values(s).map_err(|m| Error::Config(format!("{m} in {s:?}")))
+        }
+    }
+
+    /// Connects over TCP to `host:port`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_pg::{config::Host, Config};
+    /// assert_eq!(Config::new().tcp("127.0.0.1", 5433).get_host(), &Host::Tcp("127.0.0.1".into(), 5433));
+    /// ```
+    pub fn tcp(mut self, host: &str, port: u16) -> Config {
+        self.host = Host::Tcp(host.into(), port);
+        self
+    }
+
+    /// Connects to the unix socket `<dir>/.s.PGSQL.<port>`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_pg::{config::Host, Config};
+    /// let c = Config::new().unix("/run/postgresql", 5432);
+    /// assert_eq!(c.get_host(), &Host::Unix("/run/postgresql".into(), 5432));
+    /// ```
+    pub fn unix(mut self, dir: impl Into<PathBuf>, port: u16) -> Config {
+        self.host = Host::Unix(dir.into(), port);
+        self
+    }
+
+    /// The role to log in as.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(neverblock_pg::Config::new().user("app").get_user(), "app");
+    /// ```
+    pub fn user(mut self, user: &str) -> Config {
+        self.user = user.into();
+        self
+    }
+
+    /// The password, for md5 or SCRAM-SHA-256 authentication.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(neverblock_pg::Config::new().password("pw").get_password(), Some("pw"));
+    /// ```
+    pub fn password(mut self, password: &str) -> Config {
+        self.password = Some(password.into());
+        self
+    }
+
+    /// The database (default: the user's name).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(neverblock_pg::Config::new().user("a").get_dbname(), "a");
+    /// ```
+    pub fn dbname(mut self, dbname: &str) -> Config {
+        self.dbname = Some(dbname.into());
+        self
+    }
+
+    /// Sets `application_name`, shown in `pg_stat_activity`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let c = neverblock_pg::Config::new().application_name("web");
+    /// assert_eq!(c.get_application_name(), Some("web"));
+    /// ```
+    pub fn application_name(mut self, name: &str) -> Config {
+        self.application_name = Some(name.into());
+        self
+    }
+
+    /// Gives up connecting (and logging in) after `timeout`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let c = neverblock_pg::Config::new().connect_timeout(Duration::from_secs(3));
+    /// assert_eq!(c.get_connect_timeout(), Some(Duration::from_secs(3)));
+    /// ```
+    pub fn connect_timeout(mut self, timeout: Duration) -> Config {
+        self.connect_timeout = Some(timeout);
+        self
+    }
+
+    /// Cancels a query whose reply takes longer than `timeout` to start arriving
+    /// (the socket's read timeout), as a neverblock `timeout` around the call does.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let c = neverblock_pg::Config::new().read_timeout(Duration::from_secs(30));
+    /// assert_eq!(c.get_read_timeout(), Some(Duration::from_secs(30)));
+    /// ```
+    pub fn read_timeout(mut self, timeout: Duration) -> Config {
+        self.read_timeout = Some(timeout);
+        self
+    }
+
+    /// Where the server listens.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_pg::{config::Host, Config};
+    /// assert_eq!(Config::new().get_host(), &Host::Tcp("localhost".into(), 5432));
+    /// ```
+    pub fn get_host(&self) -> &Host {
+        &self.host
+    }
+
+    /// The role.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert!(!neverblock_pg::Config::new().get_user().is_empty());
+    /// ```
+    pub fn get_user(&self) -> &str {
+        &self.user
+    }
+
+    /// The password, if any.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(neverblock_pg::Config::new().get_password(), None);
+    /// ```
+    pub fn get_password(&self) -> Option<&str> {
+        self.password.as_deref()
+    }
+
+    /// The database.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(neverblock_pg::Config::new().user("u").get_dbname(), "u");
+    /// ```
+    pub fn get_dbname(&self) -> &str {
+        self.dbname.as_deref().unwrap_or(&self.user)
+    }
+
+    /// The `application_name`, if set.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(neverblock_pg::Config::new().get_application_name(), None);
+    /// ```
+    pub fn get_application_name(&self) -> Option<&str> {
+        self.application_name.as_deref()
+    }
+
+    /// The connect timeout, if set.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(neverblock_pg::Config::new().get_connect_timeout(), None);
+    /// ```
+    pub fn get_connect_timeout(&self) -> Option<Duration> {
+        self.connect_timeout
+    }
+
+    /// The read timeout, if set.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(neverblock_pg::Config::new().get_read_timeout(), None);
+    /// ```
+    pub fn get_read_timeout(&self) -> Option<Duration> {
+        self.read_timeout
+    }
+
+    /// Applies one `key=value` setting.
+    fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        let port = |v: &str| v.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(|| format!("bad port {v:?}"));
+        match key {
+            "host" | "hostaddr" => {
+                let old_port = self.port();
+                self.host = if value.starts_with('/') {
+                    Host::Unix(value.into(), old_port)
+                } else {
+                    Host::Tcp(value.into(), old_port)
+                };
+            }
+            "port" => {
+                let p = port(value)?;
+                match &mut self.host {
+                    Host::Tcp(_, old) | Host::Unix(_, old) => *old = p,
+                }
+            }
+            "user" => self.user = value.into(),
+            "password" => self.password = Some(value.into()),
+            "dbname" => self.dbname = Some(value.into()),
+            "application_name" => self.application_name = Some(value.into()),
+            "connect_timeout" => {
+                let secs: u64 = value.parse().map_err(|_| format!("bad connect_timeout {value:?}"))?;
+                self.connect_timeout = (secs > 0).then(|| Duration::from_secs(secs));
+            }
+            "sslmode" if matches!(value, "disable" | "allow" | "prefer") => {}
+            "sslmode" => return Err(format!("sslmode={value} needs TLS, which this client does not speak yet")),
+            other => return Err(format!("unknown setting {other:?}")),
+        }
+        Ok(())
+    }
+
+    fn port(&self) -> u16 {
+        match &self.host {
+            Host::Tcp(_, p) | Host::Unix(_, p) => *p,
+        }
+    }
+}
+
+impl FromStr for Config {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Config, Error> {
+        Config::parse(s)
+    }
+}
+
+impl fmt::Debug for Config {
+    /// Leaves the password out.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("host", &self.host)
+            .field("user", &self.user)
+            .field("password", &self.password.as_ref().map(|_| "…"))
+            .field("dbname", &self.get_dbname())
+            .field("application_name", &self.application_name)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("read_timeout", &self.read_timeout)
+            .finish()
+    }
+}
+
+/// `user:password@host:port/dbname?query`, after the scheme.
+fn parse_url(rest: &str) -> Result<Config, String> {
+    let mut config = Config::new();
+    let (before_query, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let (authority, path) = before_query.split_once('/').unwrap_or((before_query, ""));
+    let (userinfo, hostport) = match authority.rsplit_once('@') {
+        Some((u, h)) => (Some(u), h),
+        None => (None, authority),
+    };
+    if let Some(userinfo) = userinfo {
+        let (user, password) = userinfo.split_once(':').map_or((userinfo, None), |(u, p)| (u, Some(p)));
+        if !user.is_empty() {
+            config.user = decode(user)?;
+        }
+        if let Some(password) = password {
+            config.password = Some(decode(password)?);
+        }
+    }
+    let (host, port) = split_host_port(hostport)?;
+    if !host.is_empty() {
+        config.set("host", &decode(host)?)?;
+    }
+    if let Some(port) = port {
+        config.set("port", port)?;
+    }
+    if !path.is_empty() {
+        config.dbname = Some(decode(path)?);
+    }
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').ok_or_else(|| format!("query parameter {pair:?} has no value"))?;
+        config.set(&decode(key)?, &decode(value)?)?;
+    }
+    Ok(config)
+}
+
+/// `host`, `host:port`, `[v6]:port`.
+fn split_host_port(s: &str) -> Result<(&str, Option<&str>), String> {
+    if let Some(v6) = s.strip_prefix('[') {
+        let (host, after) = v6.split_once(']').ok_or("unclosed [ in the host")?;
+        return match after {
+            "" => Ok((host, None)),
+            _ => after.strip_prefix(':').map(|p| (host, Some(p))).ok_or_else(|| format!("bad host {s:?}")),
+        };
+    }
+    Ok(s.split_once(':').map_or((s, None), |(h, p)| (h, Some(p))))
+}
+
+/// Percent-decoding (`%2F` → `/`).
+fn decode(s: &str) -> Result<String, String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = s.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok());
+            out.push(hex.ok_or_else(|| format!("bad percent-escape in {s:?}"))?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| format!("{s:?} is not UTF-8 once decoded"))
+}
+
+/// libpq's `key=value key2='quoted \' value'` form.
+fn parse_key_values(s: &str) -> Result<Config, String> {
+    let mut config = Config::new();
+    let mut chars = s.chars().peekable();
+    loop {
+        while chars.next_if(|c| c.is_whitespace()).is_some() {}
+        if chars.peek().is_none() {
+            return Ok(config);
+        }
+        let key: String = std::iter::from_fn(|| chars.next_if(|c| *c != '=' && !c.is_whitespace())).collect();
+        while chars.next_if(|c| c.is_whitespace()).is_some() {}
+        if chars.next() != Some('=') {
+            return Err(format!("setting {key:?} has no '='"));
+        }
+        while chars.next_if(|c| c.is_whitespace()).is_some() {}
+        let mut value = String::new();
+        if chars.next_if_eq(&'\'').is_some() {
+            loop {
+                match chars.next() {
+                    Some('\\') => value.extend(chars.next()),
+                    Some('\'') => break,
+                    Some(c) => value.push(c),
+                    None => return Err(format!("unclosed quote in the value of {key:?}")),
+                }
+            }
+        } else {
+            while let Some(c) = chars.next_if(|c| !c.is_whitespace()) {
+                value.push(if c == '\\' { chars.next().unwrap_or('\\') } else { c });
+            }
+        }
+        config.set(&key, &value)?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(s: &str, host: Host, user: &str, password: Option<&str>, dbname: &str) {
+        let c = Config::parse(s).unwrap_or_else(|e| panic!("{s}: {e}"));
+        assert_eq!(
+            (c.get_host(), c.get_user(), c.get_password(), c.get_dbname()),
+            (&host, user, password, dbname),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn urls_and_key_values_parse_to_the_same_settings() {
+        let tcp = |h: &str, p| Host::Tcp(h.into(), p);
+        check("postgres://u:p@h:1/d", tcp("h", 1), "u", Some("p"), "d");
+        check("postgresql://u@h/d", tcp("h", 5432), "u", None, "d");
+        check("postgres://u@[::1]:7/d", tcp("::1", 7), "u", None, "d");
+        check("postgres://u@%2Ftmp%2Fpg/d", Host::Unix("/tmp/pg".into(), 5432), "u", None, "d");
+        check("postgres://u@/d?host=/tmp/pg&port=9", Host::Unix("/tmp/pg".into(), 9), "u", None, "d");
+        check("postgres://u:p%3Aq@h/d?sslmode=disable", tcp("h", 5432), "u", Some("p:q"), "d");
+        check("host=h port=2 user=u password='a b\\'c' dbname=d", tcp("h", 2), "u", Some("a b'c"), "d");
+        check("host = /s  user=u", Host::Unix("/s".into(), 5432), "u", None, "u");
+    }
+
+    #[test]
+    fn bad_settings_are_config_errors_naming_the_problem() {
+        for (s, says) in [
+            ("postgres://h:0/d", "bad port"),
+            ("postgres://h/d?nope=1", "unknown setting"),
+            ("postgres://h/d?sslmode=require", "TLS"),
+            ("postgres://h/%zz", "percent-escape"),
+            ("host='h", "unclosed quote"),
+            ("host", "no '='"),
+            ("http://h/d", "not a postgres:// URL"),
+        ] {
+            match Config::parse(s) {
+                Err(Error::Config(m)) => assert!(m.contains(says), "{s}: {m}"),
+                other => panic!("{s}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn debug_output_hides_the_password() {
+        let c = Config::parse("postgres://u:hunter2@h/d").unwrap();
+        assert!(!format!("{c:?}").contains("hunter2"));
+    }
+}

@@ -1,0 +1,277 @@
+//! The extended protocol (Parse/Describe to prepare; Bind/Execute/Sync to run,
+//! in one write) and the simple one (Query), and reading one request's reply.
+
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use fallible_iterator::FallibleIterator;
+use postgres_protocol::message::backend::{Message, ParameterDescriptionBody, RowDescriptionBody};
+use postgres_protocol::message::frontend::{self, BindError};
+
+use super::Connection;
+use crate::row::{Column, Row, SimpleRow};
+use crate::statement::Statement;
+use crate::types::{IsNull, ToSql, Type};
+use crate::{DbError, Error};
+
+/// What one request (up to its `ReadyForQuery`) brought back.
+#[derive(Debug, Default)]
+pub(crate) struct Reply {
+    pub(crate) rows: Vec<Row>,
+    pub(crate) affected: u64,
+}
+
+/// Appends Bind + Execute + Sync for `stmt` with `params` to `out`; on an error
+/// `out` is left as it was.
+pub(crate) fn encode_query(out: &mut BytesMut, stmt: &Statement, params: &[&dyn ToSql]) -> Result<(), Error> {
+    let types = stmt.params();
+    if params.len() != types.len() {
+        let n = types.len();
+        return Err(Error::Param(format!("the statement takes {n} parameter{}, {} given", plural(n), params.len())));
+    }
+    for (i, (param, ty)) in params.iter().zip(types).enumerate() {
+        if !param.accepts(*ty) {
+            return Err(Error::Param(format!("parameter ${}: a {} cannot be sent as {ty}", i + 1, param.rust_type())));
+        }
+    }
+    let start = out.len();
+    let bound = frontend::bind(
+        "",
+        stmt.name(),
+        params.iter().zip(types).map(|(p, ty)| p.format(*ty).code()),
+        params.iter().zip(types).enumerate(),
+        |(i, (param, ty)), buf| match param.to_sql(*ty, buf) {
+            Ok(IsNull::Yes) => Ok(postgres_protocol::IsNull::Yes),
+            Ok(IsNull::No) => Ok(postgres_protocol::IsNull::No),
+            Err(m) => Err(format!("parameter ${}: {m}", i + 1).into()),
+        },
+        stmt.columns().iter().map(|c| c.format().code()),
+        out,
+    );
+    let encoded = match bound {
+        Ok(()) => frontend::execute("", 0, out).map_err(|e| Error::Param(e.to_string())),
+        Err(BindError::Conversion(e)) => Err(Error::Param(e.to_string())),
+        Err(BindError::Serialization(e)) => Err(Error::Param(e.to_string())),
+    };
+    if encoded.is_err() {
+        out.truncate(start);
+        return encoded;
+    }
+    frontend::sync(out);
+    Ok(())
+}
+
+/// Appends Parse + Describe + Sync for a statement `name` of `sql`.
+pub(crate) fn encode_prepare(out: &mut BytesMut, name: &str, sql: &str) -> Result<(), Error> {
+    let start = out.len();
+    let encoded =
+        frontend::parse(name, sql, std::iter::empty(), out).and_then(|()| frontend::describe(b'S', name, out));
+    if let Err(e) = encoded {
+        out.truncate(start);
+        return Err(Error::Param(format!("cannot send the query: {e}")));
+    }
+    frontend::sync(out);
+    Ok(())
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// The row count at the end of a command tag (`INSERT 0 5`, `UPDATE 3`, `SELECT 2`).
+pub(crate) fn affected(tag: &str) -> u64 {
+    tag.rsplit(' ').next().and_then(|n| n.parse().ok()).unwrap_or(0)
+}
+
+/// The parameter types of a `ParameterDescription`.
+pub(crate) fn describe_params(body: &ParameterDescriptionBody) -> Result<Vec<Type>, Error> {
+    body.parameters()
+        .map(|oid| Ok(Type::from_oid(oid)))
+        .collect()
+        .map_err(|e| Error::protocol(format!("malformed parameter description: {e}")))
+}
+
+/// The columns of a `RowDescription`.
+pub(crate) fn describe_columns(body: &RowDescriptionBody) -> Result<Vec<Column>, Error> {
+    body.fields()
+        .map(|f| Ok(Column::new(f.name(), Type::from_oid(f.type_oid()))))
+        .collect()
+        .map_err(|e| Error::protocol(format!("malformed row description: {e}")))
+}
+
+impl Connection {
+    /// Sends a pipeline's encoded requests (`replies` of them) in one write.
+    pub(crate) fn send_batch(&mut self, batch: &[u8], replies: usize) -> Result<(), Error> {
+        self.settle()?;
+        self.out.extend_from_slice(batch);
+        self.owed += replies;
+        self.flush()
+    }
+
+    /// Reads one of a pipeline's replies.
+    pub(crate) fn read_batch_reply(&mut self, stmt: &Statement) -> Result<Vec<Row>, Error> {
+        let reply = self.read_reply(Some(stmt.columns_arc())).map(|r| r.rows);
+        self.check(reply)
+    }
+
+    /// The cached statement for `sql`, prepared (one round trip) on a miss.
+    pub(crate) fn statement(&mut self, sql: &str) -> Result<Statement, Error> {
+        if let Some(stmt) = self.statements.get(sql) {
+            return Ok(stmt.clone());
+        }
+        self.settle()?;
+        let name = self.statements.next_name();
+        encode_prepare(&mut self.out, &name, sql)?;
+        self.owed += 1;
+        self.flush()?;
+        let described = self.read_description(name);
+        let stmt = self.check(described)?;
+        self.keep(sql, stmt.clone());
+        Ok(stmt)
+    }
+
+    /// Caches `stmt`; the statement it evicts is closed with the next request.
+    pub(crate) fn keep(&mut self, sql: &str, stmt: Statement) {
+        if let Some(evicted) = self.statements.insert(sql, stmt) {
+            // Its CloseComplete arrives inside the next request's reply, which skips it.
+            let _ = frontend::close(b'S', evicted.name(), &mut self.out);
+        }
+    }
+
+    /// Forgets `sql`'s statement when the server says its plan went stale (the
+    /// table changed shape), so the next run prepares it again.
+    fn forget_if_stale(&mut self, sql: &str, error: &Error) {
+        let stale = error.as_db().is_some_and(|db| db.code == "0A000" && db.message.contains("cached plan"));
+        if stale {
+            if let Some(stmt) = self.statements.remove(sql) {
+                let _ = frontend::close(b'S', stmt.name(), &mut self.out);
+            }
+        }
+    }
+
+    /// Runs a statement: Bind + Execute + Sync in one write, then its reply.
+    pub(crate) fn run(&mut self, sql: &str, params: &[&dyn ToSql]) -> Result<Reply, Error> {
+        let stmt = self.statement(sql)?;
+        self.settle()?;
+        encode_query(&mut self.out, &stmt, params)?;
+        self.owed += 1;
+        self.flush()?;
+        let reply = self.read_reply(Some(stmt.columns_arc()));
+        if let Err(e) = &reply {
+            self.forget_if_stale(sql, e);
+        }
+        self.check(reply)
+    }
+
+    /// Runs `sql` with the simple protocol.
+    pub(crate) fn simple(&mut self, sql: &str) -> Result<Vec<SimpleRow>, Error> {
+        self.settle()?;
+        frontend::query(sql, &mut self.out).map_err(|e| Error::Param(format!("cannot send the query: {e}")))?;
+        self.owed += 1;
+        self.flush()?;
+        let reply = self.read_simple_reply();
+        self.check(reply)
+    }
+
+    /// Reads one request's messages up to its `ReadyForQuery`; rows are typed by
+    /// `columns` (`None`: rows are dropped). A server error is returned once its
+    /// `ReadyForQuery` is read, except a fatal one, returned at once.
+    pub(crate) fn read_reply(&mut self, columns: Option<&Arc<[Column]>>) -> Result<Reply, Error> {
+        let mut reply = Reply::default();
+        let mut error = None;
+        loop {
+            match self.framed.next_message()? {
+                Message::DataRow(body) => {
+                    if let (Some(columns), None) = (columns, &error) {
+                        reply.rows.push(Row::new(columns.clone(), body)?);
+                    }
+                }
+                Message::CommandComplete(body) => reply.affected = body.tag().map(affected).unwrap_or(0),
+                Message::ReadyForQuery(body) => {
+                    self.ready(body.status());
+                    return error.map_or(Ok(reply), |db| Err(Error::Db(Box::new(db))));
+                }
+                Message::ErrorResponse(body) => {
+                    let db = DbError::parse(body.fields());
+                    if db.is_fatal() {
+                        return Err(Error::Db(Box::new(db)));
+                    }
+                    error = Some(db);
+                }
+                Message::ParseComplete
+                | Message::BindComplete
+                | Message::CloseComplete
+                | Message::NoData
+                | Message::EmptyQueryResponse
+                | Message::PortalSuspended
+                | Message::ParameterDescription(_)
+                | Message::RowDescription(_) => {}
+                other if self.background(&other) => {}
+                _ => return Err(Error::protocol("unexpected message in a query's reply")),
+            }
+        }
+    }
+
+    /// Reads the reply to Parse + Describe + Sync: the statement's types.
+    pub(crate) fn read_description(&mut self, name: String) -> Result<Statement, Error> {
+        let mut params = Vec::new();
+        let mut columns = Vec::new();
+        let mut error = None;
+        loop {
+            match self.framed.next_message()? {
+                Message::ParameterDescription(body) => params = describe_params(&body)?,
+                Message::RowDescription(body) => columns = describe_columns(&body)?,
+                Message::ReadyForQuery(body) => {
+                    self.ready(body.status());
+                    return match error {
+                        Some(db) => Err(Error::Db(Box::new(db))),
+                        None => Ok(Statement::new(name, params, columns)),
+                    };
+                }
+                Message::ErrorResponse(body) => {
+                    let db = DbError::parse(body.fields());
+                    if db.is_fatal() {
+                        return Err(Error::Db(Box::new(db)));
+                    }
+                    error = Some(db);
+                }
+                Message::ParseComplete | Message::NoData | Message::CloseComplete => {}
+                other if self.background(&other) => {}
+                _ => return Err(Error::protocol("unexpected message while preparing a statement")),
+            }
+        }
+    }
+
+    /// Reads a simple query's reply: each statement's rows, as text.
+    fn read_simple_reply(&mut self) -> Result<Vec<SimpleRow>, Error> {
+        let mut rows = Vec::new();
+        let mut names: Arc<[String]> = Arc::new([]);
+        let mut error = None;
+        loop {
+            match self.framed.next_message()? {
+                Message::RowDescription(body) => {
+                    names = describe_columns(&body)?.into_iter().map(|c| c.name().to_owned()).collect();
+                }
+                Message::DataRow(body) => rows.push(SimpleRow::new(names.clone(), body)?),
+                Message::ReadyForQuery(body) => {
+                    self.ready(body.status());
+                    return error.map_or(Ok(rows), |db| Err(Error::Db(Box::new(db))));
+                }
+                Message::ErrorResponse(body) => {
+                    let db = DbError::parse(body.fields());
+                    if db.is_fatal() {
+                        return Err(Error::Db(Box::new(db)));
+                    }
+                    error = Some(db);
+                }
+                Message::CommandComplete(_) | Message::EmptyQueryResponse => {}
+                other if self.background(&other) => {}
+                _ => return Err(Error::protocol("unexpected message in a simple query's reply")),
+            }
+        }
+    }
+}

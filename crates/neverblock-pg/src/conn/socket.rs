@@ -1,0 +1,141 @@
+//! The byte stream under a connection: a TCP or unix socket, read in large chunks
+//! into a buffer that backend messages are split from without copying.
+
+use std::io::{self, Read, Write};
+use std::net::Shutdown;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use neverblock::net::{TcpStream, UnixStream};
+use postgres_protocol::message::backend::Message;
+
+use crate::config::Host;
+use crate::Error;
+
+/// How much one read asks the kernel for.
+const READ_CHUNK: usize = 16 * 1024;
+
+/// A connected socket of either kind.
+#[derive(Debug)]
+pub(crate) enum Socket {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Socket {
+    /// Connects to `host` (TCP with `TCP_NODELAY`: each request is one write, and
+    /// must not wait for the previous one's acknowledgement).
+    pub(crate) fn connect(host: &Host) -> io::Result<Socket> {
+        match host {
+            Host::Tcp(name, port) => {
+                let stream = TcpStream::connect((name.as_str(), *port))?;
+                stream.set_nodelay(true)?;
+                Ok(Socket::Tcp(stream))
+            }
+            Host::Unix(dir, port) => UnixStream::connect(Host::socket_path(dir, *port)).map(Socket::Unix),
+        }
+    }
+
+    pub(crate) fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Socket::Tcp(s) => (&*s).read(buf),
+            Socket::Unix(s) => (&*s).read(buf),
+        }
+    }
+
+    pub(crate) fn write_all(&self, buf: &[u8]) -> io::Result<()> {
+        match self {
+            Socket::Tcp(s) => (&*s).write_all(buf),
+            Socket::Unix(s) => (&*s).write_all(buf),
+        }
+    }
+
+    /// Ends both directions: a fiber parked reading it wakes to end of stream.
+    pub(crate) fn shutdown(&self) {
+        let _ = match self {
+            Socket::Tcp(s) => s.shutdown(Shutdown::Both),
+            Socket::Unix(s) => s.shutdown(Shutdown::Both),
+        };
+    }
+
+    pub(crate) fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        match self {
+            Socket::Tcp(s) => s.set_read_timeout(timeout),
+            Socket::Unix(s) => s.set_read_timeout(timeout),
+        }
+    }
+
+    /// Whether the peer has sent anything, closed, or failed, checked without
+    /// waiting: an idle connection should have nothing to say.
+    pub(crate) fn has_pending_input(&self) -> bool {
+        let mut byte = [0u8; 1];
+        let peeked = match self {
+            Socket::Tcp(s) => s.try_peek(&mut byte),
+            Socket::Unix(s) => s.try_peek(&mut byte),
+        };
+        !matches!(peeked, Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+    }
+}
+
+/// A socket with its read buffer: backend messages in, whole writes out.
+#[derive(Debug)]
+pub(crate) struct Framed {
+    /// Shared with the writer fiber of a pool's shared connection.
+    socket: Arc<Socket>,
+    /// Bytes read and not yet parsed; messages are split off its front as `Bytes`.
+    input: BytesMut,
+    /// Where each read lands before its bytes join `input`.
+    chunk: Box<[u8]>,
+}
+
+impl Framed {
+    pub(crate) fn new(socket: Socket) -> Framed {
+        Framed {
+            socket: Arc::new(socket),
+            input: BytesMut::with_capacity(READ_CHUNK),
+            chunk: vec![0; READ_CHUNK].into_boxed_slice(),
+        }
+    }
+
+    pub(crate) fn socket(&self) -> &Arc<Socket> {
+        &self.socket
+    }
+
+    /// A second reader of the same socket, taking over what is buffered.
+    pub(crate) fn take(&mut self) -> Framed {
+        Framed {
+            socket: self.socket.clone(),
+            input: std::mem::take(&mut self.input),
+            chunk: std::mem::take(&mut self.chunk),
+        }
+    }
+
+    /// The next backend message, reading as needed.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] when a read times out (nothing is lost: call again),
+    /// [`Error::Closed`] at end of stream, [`Error::Io`], [`Error::Protocol`].
+    pub(crate) fn next_message(&mut self) -> Result<Message, Error> {
+        loop {
+            match Message::parse(&mut self.input) {
+                Ok(Some(message)) => return Ok(message),
+                Ok(None) => {}
+                Err(e) => return Err(Error::protocol(format!("malformed message from the server: {e}"))),
+            }
+            let n = self.socket.read(&mut self.chunk).map_err(Error::io)?;
+            if n == 0 {
+                return Err(Error::Closed);
+            }
+            self.input.extend_from_slice(&self.chunk[..n]);
+        }
+    }
+
+    /// Writes all of `out`, then empties it.
+    pub(crate) fn send(&mut self, out: &mut BytesMut) -> Result<(), Error> {
+        let sent = self.socket.write_all(out);
+        out.clear();
+        sent.map_err(Error::io)
+    }
+}

@@ -1,0 +1,380 @@
+//! A throwaway PostgreSQL server in a temporary directory, for tests and
+//! benchmarks: `initdb`, then `postgres` on a unix socket in that directory and
+//! a free loopback port, stopped and removed when dropped — or, if the process
+//! ends without dropping it (a `static` fixture, a crash, a kill), when the
+//! process is gone.
+//!
+//! The server runs under a small `sh` supervisor whose standard input is a pipe
+//! from this process. The supervisor starts `postgres` and then reads commands
+//! (`restart`) from the pipe; at end of input — this process dropped the
+//! server or exited, however it exited — it stops `postgres` (fast shutdown)
+//! and removes the directory. As root (PostgreSQL refuses to run as root) both
+//! run as the `postgres` user (else `nobody`), through `CommandExt::uid`.
+//!
+//! Authentication: the superuser `postgres` and every role are trusted, except
+//! members of `md5_users` (md5) and of `scram_users` (SCRAM-SHA-256), over the
+//! socket and TCP alike. The server is tuned for throwaway data (`fsync=off`).
+
+use std::fmt;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::{Config, Connection, Error};
+
+/// What to tell someone whose machine has no PostgreSQL.
+///
+/// # Examples
+///
+/// ```
+/// assert!(neverblock_pg::throwaway::INSTALL_HINT.contains("apt-get install postgresql"));
+/// ```
+pub const INSTALL_HINT: &str =
+    "PostgreSQL's server programs (initdb, postgres) were not found via `pg_config --bindir` \
+     or in /usr/lib/postgresql/*/bin: install them (Debian/Ubuntu: `apt-get install postgresql`), \
+     or point at a running server with a postgres:// URL";
+
+/// How long a starting server may take to accept logins.
+const READY_DEADLINE: Duration = Duration::from_secs(60);
+
+const SUPERVISOR: &str = r#"
+set -u
+start() {
+  "$PG_BIN/postgres" -D "$PG_DIR/data" -p "$PG_PORT" -k "$PG_DIR" -c listen_addresses=127.0.0.1 \
+    -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300 \
+    -c log_min_messages=warning -c log_connections=off </dev/null >>"$PG_DIR/postgres.log" 2>&1 &
+  pid=$!
+}
+stop() { kill -INT "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; }
+start
+while read -r command; do
+  case "$command" in
+    restart) stop; start; echo restarted ;;
+  esac
+done
+stop
+rm -rf "$PG_DIR"
+"#;
+
+const HBA: &str = "\
+local all +md5_users md5
+local all +scram_users scram-sha-256
+local all all trust
+host all +md5_users 127.0.0.1/32 md5
+host all +scram_users 127.0.0.1/32 scram-sha-256
+host all all 127.0.0.1/32 trust
+";
+
+/// A running throwaway server; dropping it stops it and removes its directory.
+///
+/// # Examples
+///
+/// ```
+/// use neverblock_pg::throwaway::Server;
+///
+/// # if Server::binaries().is_err() { return; } // no PostgreSQL installed here
+/// let server = Server::start().unwrap();
+/// let config = server.config();
+/// let one: i32 = neverblock::run(move || {
+///     let mut conn = neverblock_pg::Connection::connect(&config).unwrap();
+///     conn.query_one("select 1::int4", &[]).unwrap().get(0)
+/// });
+/// assert_eq!(one, 1);
+/// let dir = server.dir().to_owned();
+/// drop(server);
+/// assert!(!dir.exists(), "stopped and removed");
+/// ```
+pub struct Server {
+    dir: PathBuf,
+    port: u16,
+    supervisor: Mutex<Supervisor>,
+}
+
+struct Supervisor {
+    child: Child,
+    commands: Option<ChildStdin>,
+    replies: BufReader<ChildStdout>,
+}
+
+impl Server {
+    /// The directory holding `initdb` and `postgres`: `pg_config --bindir`, else
+    /// the newest `/usr/lib/postgresql/*/bin`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Usage`] with [`INSTALL_HINT`] when neither has them.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// match neverblock_pg::throwaway::Server::binaries() {
+    ///     Ok(dir) => assert!(dir.join("postgres").exists()),
+    ///     Err(e) => assert!(e.to_string().contains("apt-get install postgresql")),
+    /// }
+    /// ```
+    pub fn binaries() -> Result<PathBuf, Error> {
+        let has_server = |dir: &Path| dir.join("initdb").is_file() && dir.join("postgres").is_file();
+        let from_pg_config = Command::new("pg_config")
+            .arg("--bindir")
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
+        if let Some(dir) = from_pg_config.filter(|d| has_server(d)) {
+            return Ok(dir);
+        }
+        let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| Some((e.file_name().to_str()?.parse().ok()?, e.path().join("bin"))))
+            .filter(|(_, dir)| has_server(dir))
+            .collect();
+        versions.sort();
+        versions.pop().map(|(_, dir)| dir).ok_or_else(|| Error::Usage(INSTALL_HINT.into()))
+    }
+
+    /// Makes a database cluster in a new temporary directory and starts a server
+    /// on it. It waits for `initdb` with the thread blocked: call it outside a
+    /// runtime (or in `spawn_blocking`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Usage`] when PostgreSQL is not installed, or `initdb` or the
+    /// server fails (with the server's log); [`Error::Io`] for the directory.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let server = neverblock_pg::throwaway::Server::start().unwrap();
+    /// println!("{}", server.url());
+    /// ```
+    pub fn start() -> Result<Server, Error> {
+        let bin = Server::binaries()?;
+        let account = Account::unprivileged();
+        let dir = fresh_dir()?;
+        account.own(&dir)?;
+        let initdb = account
+            .command(bin.join("initdb"))
+            .args(["-D"])
+            .arg(dir.join("data"))
+            .args(["-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-locale", "--no-sync"])
+            .output();
+        match initdb {
+            Ok(out) if out.status.success() => {}
+            Ok(out) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                let log = String::from_utf8_lossy(&out.stderr).into_owned();
+                return Err(Error::Usage(format!("initdb failed: {log}")));
+            }
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(Error::Usage(format!("cannot run initdb: {e}")));
+            }
+        }
+        std::fs::write(dir.join("data/pg_hba.conf"), HBA).map_err(Error::Io)?;
+        let port = free_port()?;
+        let mut child = account
+            .command("sh")
+            .args(["-c", SUPERVISOR])
+            .env("PG_BIN", &bin)
+            .env("PG_DIR", &dir)
+            .env("PG_PORT", port.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| Error::Usage(format!("cannot start the server's supervisor: {e}")))?;
+        let supervisor = Supervisor {
+            commands: child.stdin.take(),
+            replies: BufReader::new(child.stdout.take().expect("piped")),
+            child,
+        };
+        let server = Server { dir, port, supervisor: Mutex::new(supervisor) };
+        server.wait_ready()?;
+        let mut admin = Connection::connect(&server.config())?;
+        admin.batch_execute("create role md5_users nologin; create role scram_users nologin")?;
+        Ok(server)
+    }
+
+    /// The superuser `postgres` on database `postgres`, over the unix socket.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let server = neverblock_pg::throwaway::Server::start().unwrap();
+    /// assert_eq!(server.config().get_user(), "postgres");
+    /// ```
+    pub fn config(&self) -> Config {
+        Config::new().unix(&self.dir, self.port).user("postgres").dbname("postgres")
+    }
+
+    /// The superuser over TCP on 127.0.0.1.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let server = neverblock_pg::throwaway::Server::start().unwrap();
+    /// assert_eq!(server.tcp_config().get_host().to_string(), format!("127.0.0.1:{}", server.port()));
+    /// ```
+    pub fn tcp_config(&self) -> Config {
+        Config::new().tcp("127.0.0.1", self.port).user("postgres").dbname("postgres")
+    }
+
+    /// A URL for the superuser over TCP (what `--url` takes).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let server = neverblock_pg::throwaway::Server::start().unwrap();
+    /// assert!(server.url().starts_with("postgres://postgres@127.0.0.1:"));
+    /// ```
+    pub fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// The TCP port (also the number in the socket's name).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let server = neverblock_pg::throwaway::Server::start().unwrap();
+    /// assert!(server.url().contains(&server.port().to_string()));
+    /// ```
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The temporary directory: the data, the socket, `postgres.log`.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let server = neverblock_pg::throwaway::Server::start().unwrap();
+    /// assert!(server.dir().join("postgres.log").exists());
+    /// ```
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Stops the server (fast shutdown: every session ends) and starts it again
+    /// on the same port, returning once it accepts logins. It blocks the
+    /// thread: inside a runtime, call it in `spawn_blocking`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Usage`] when the supervisor is gone or the server does not come back.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let server = neverblock_pg::throwaway::Server::start().unwrap();
+    /// server.restart().unwrap(); // every session ends; new ones connect
+    /// ```
+    pub fn restart(&self) -> Result<(), Error> {
+        {
+            let mut supervisor = self.supervisor.lock().unwrap_or_else(|p| p.into_inner());
+            let gone = || Error::Usage("the server's supervisor is gone".into());
+            let commands = supervisor.commands.as_mut().ok_or_else(gone)?;
+            commands.write_all(b"restart\n").and_then(|()| commands.flush()).map_err(|_| gone())?;
+            let mut line = String::new();
+            supervisor.replies.read_line(&mut line).map_err(|_| gone())?;
+            if line.trim() != "restarted" {
+                return Err(gone());
+            }
+        }
+        self.wait_ready()
+    }
+
+    /// Waits until the superuser can log in and run a query.
+    fn wait_ready(&self) -> Result<(), Error> {
+        let start = Instant::now();
+        loop {
+            let attempt = Connection::connect(&self.config()).and_then(|mut c| c.batch_execute("select 1"));
+            match attempt {
+                Ok(()) => return Ok(()),
+                Err(e) if start.elapsed() > READY_DEADLINE => {
+                    let log = std::fs::read_to_string(self.dir.join("postgres.log")).unwrap_or_default();
+                    return Err(Error::Usage(format!("the throwaway server did not start ({e}); its log:\n{log}")));
+                }
+                Err(_) => neverblock::sleep(Duration::from_millis(20)),
+            }
+        }
+    }
+}
+
+impl Drop for Server {
+    /// Ends the supervisor's input and waits while it stops the server and removes the directory.
+    fn drop(&mut self) {
+        let supervisor = self.supervisor.get_mut().unwrap_or_else(|p| p.into_inner());
+        drop(supervisor.commands.take());
+        let _ = supervisor.child.wait();
+    }
+}
+
+impl fmt::Debug for Server {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Server").field("dir", &self.dir).field("port", &self.port).finish_non_exhaustive()
+    }
+}
+
+/// The account the server runs as: `postgres` (else `nobody`) when we are root, else ourselves.
+struct Account {
+    ids: Option<(u32, u32)>,
+}
+
+impl Account {
+    fn unprivileged() -> Account {
+        if rustix::process::geteuid().as_raw() != 0 {
+            return Account { ids: None };
+        }
+        let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+        let ids_of = |name: &str| {
+            passwd.lines().find_map(|line| {
+                let fields: Vec<&str> = line.split(':').collect();
+                (fields.len() > 3 && fields[0] == name)
+                    .then(|| Some((fields[2].parse().ok()?, fields[3].parse().ok()?)))?
+            })
+        };
+        Account { ids: ids_of("postgres").or_else(|| ids_of("nobody")) }
+    }
+
+    fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut command = Command::new(program);
+        if let Some((uid, gid)) = self.ids {
+            command.uid(uid).gid(gid);
+        }
+        command
+    }
+
+    fn own(&self, dir: &Path) -> Result<(), Error> {
+        match self.ids {
+            Some((uid, gid)) => std::os::unix::fs::chown(dir, Some(uid), Some(gid)).map_err(Error::Io),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A new, empty directory under the system's temporary directory.
+fn fresh_dir() -> Result<PathBuf, Error> {
+    static MADE: AtomicUsize = AtomicUsize::new(0);
+    loop {
+        let n = MADE.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("neverblock-pg-{}-{n}", std::process::id()));
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(Error::Io(e)),
+        }
+    }
+}
+
+/// A loopback port nothing listens on now.
+fn free_port() -> Result<u16, Error> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(Error::Io)?;
+    Ok(listener.local_addr().map_err(Error::Io)?.port())
+}

@@ -1,0 +1,46 @@
+//! The shared fixture: one throwaway server per test binary, and helpers.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use neverblock_pg::throwaway::Server;
+use neverblock_pg::{Config, Connection};
+
+/// The binary's server, started by the first test that asks. Its supervisor
+/// stops it and removes its directory when this process exits.
+pub(crate) fn server() -> &'static Server {
+    static SERVER: OnceLock<Server> = OnceLock::new();
+    SERVER.get_or_init(|| Server::start().unwrap_or_else(|e| panic!("cannot start a throwaway PostgreSQL: {e}")))
+}
+
+/// The superuser over the unix socket.
+pub(crate) fn config() -> Config {
+    server().config()
+}
+
+/// Runs `f` in a fiber of a new runtime, failing the test if it takes over a minute
+/// (a hang guard only: nothing here is expected to come near it).
+pub(crate) fn run<T: 'static>(f: impl FnOnce() -> T + 'static) -> T {
+    server(); // started outside the runtime: its start-up waits block the thread
+    neverblock::run(|| neverblock::timeout(Duration::from_secs(60), f).expect("the test hung for a minute"))
+}
+
+/// A connection as the superuser.
+pub(crate) fn admin() -> Connection {
+    Connection::connect(&config()).expect("the superuser connects")
+}
+
+/// A name no other test uses (tables, roles).
+pub(crate) fn unique(prefix: &str) -> String {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    format!("{prefix}_{}", NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+/// How many sessions of `application_name` the server has now.
+pub(crate) fn sessions_named(admin: &mut Connection, name: &str) -> i64 {
+    admin
+        .query_one("select count(*) from pg_stat_activity where application_name = $1", &[&name])
+        .expect("pg_stat_activity")
+        .get(0)
+}
