@@ -10,6 +10,8 @@
 //!
 //! `LISTEN=127.0.0.1:0` picks a free port; the first line printed says which.
 
+#![allow(clippy::print_stdout)] // an example program prints where it listens
+
 use neverblock_http::server::{Request, Response, Server};
 use neverblock_pg::{throwaway, Config, LoopPools, Pool};
 use serde_json::json;
