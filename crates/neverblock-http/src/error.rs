@@ -4,6 +4,8 @@ use std::fmt;
 use std::io;
 
 #[cfg(feature = "client")]
+use super::client::DeadlinePassed;
+#[cfg(feature = "client")]
 use super::wire::WireError;
 
 /// Why a request failed, or a server could not run.
@@ -76,6 +78,9 @@ impl Error {
     #[cfg(feature = "client")]
     pub(crate) fn io(phase: &str, e: io::Error) -> Error {
         let kind = match e.kind() {
+            io::ErrorKind::TimedOut if e.get_ref().is_some_and(|inner| inner.is::<DeadlinePassed>()) => {
+                ErrorKind::TotalTimeout
+            }
             io::ErrorKind::ConnectionRefused => ErrorKind::Refused,
             io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionAborted | io::ErrorKind::BrokenPipe => {
                 ErrorKind::Reset

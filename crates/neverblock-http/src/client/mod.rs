@@ -19,6 +19,7 @@ mod message;
 mod origin;
 mod pool;
 
+pub(crate) use conn::DeadlinePassed;
 pub use message::{get, post, Request, Response};
 
 /// An HTTP/1.1 client with a keep-alive pool; cheap to clone (clones share the
@@ -243,8 +244,14 @@ impl Client {
         let deadline = Instant::now() + total;
         let timed_out =
             || Error::new(ErrorKind::TotalTimeout, format!("{}: no response within {total:?}", request.url));
+        // In a fiber the timeout scope cuts short whatever the request waits on; in any case each
+        // read and write is bounded by the deadline (the connection's `Socket`).
         match neverblock::timeout(total, || self.follow(request, Some(deadline))) {
-            Ok(Err(e)) if Instant::now() >= deadline && is_timeout(e.kind()) => Err(timed_out()),
+            Ok(Err(e))
+                if e.kind() == ErrorKind::TotalTimeout || (Instant::now() >= deadline && is_timeout(e.kind())) =>
+            {
+                Err(timed_out())
+            }
             Ok(result) => result,
             Err(neverblock::Elapsed) => Err(timed_out()),
         }
@@ -331,9 +338,7 @@ impl Client {
         url: &Arc<Url>,
         deadline: Option<Instant>,
     ) -> Result<Response, Attempt> {
-        let timeout = bound(self.inner.read_timeout, deadline);
-        let tcp = conn.get_ref().tcp();
-        let set = tcp.set_read_timeout(Some(timeout)).and_then(|()| tcp.set_write_timeout(Some(timeout)));
+        let set = conn.get_mut().socket().set_budget(self.inner.read_timeout, deadline);
         set.map_err(|e| Attempt::Failed(Error::io("set socket timeouts", e)))?;
         if let Err(e) = conn.send_request(head, body) {
             return Err(if wire::is_disconnect(&e) {
@@ -392,8 +397,8 @@ fn replayable(method: &str, headers: &[(String, String)]) -> bool {
             .any(|(k, _)| k.eq_ignore_ascii_case("idempotency-key") || k.eq_ignore_ascii_case("x-idempotency-key"))
 }
 
-/// A per-operation timeout, no later than the request's deadline (so a blocking-mode
-/// request, which no fiber timeout can interrupt, still ends near its deadline).
+/// A connect timeout, no later than the request's deadline (reads and writes are bounded by the
+/// connection's own [`Socket`](conn::Socket)).
 fn bound(timeout: Duration, deadline: Option<Instant>) -> Duration {
     match deadline {
         Some(d) => timeout.min(d.saturating_duration_since(Instant::now()).max(Duration::from_millis(1))),

@@ -65,6 +65,12 @@ impl<S> BufferedConn<S> {
         &self.stream
     }
 
+    /// The stream, to change its settings (reading or writing it directly would bypass the buffer).
+    #[cfg(feature = "client")]
+    pub(crate) fn get_mut(&mut self) -> &mut S {
+        &mut self.stream
+    }
+
     /// Whether bytes were read from the stream that no message consumed (e.g. a pipelined one).
     pub(crate) fn has_buffered(&self) -> bool {
         self.start < self.end

@@ -53,6 +53,9 @@ pub(crate) enum Behaviour {
     Interim,
     /// Keep-alive: HEAD gets 200 with `Content-Length: 1000` and no body; anything else gets `head_body()`.
     Head,
+    /// Sends `head` (a response head, or the start of one), then one `x` every `every`, for `total`
+    /// or until the client leaves.
+    Drip { head: Vec<u8>, every: Duration, total: Duration },
 }
 
 impl Behaviour {
@@ -319,6 +322,14 @@ fn serve<S: Read + Write>(conn: &mut Conn<S>, shared: &Shared) -> io::Result<()>
                 conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")?
             }
             Behaviour::Head => conn.send(&response(200, &[], &head_body()))?,
+            Behaviour::Drip { head, every, total } => {
+                conn.send(head)?;
+                for _ in 0..total.as_millis() / every.as_millis().max(1) {
+                    pause(*every);
+                    conn.send(b"x")?;
+                }
+                return Ok(());
+            }
         }
     }
     Ok(())

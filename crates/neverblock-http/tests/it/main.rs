@@ -5,6 +5,8 @@
 #[cfg(feature = "client")]
 mod client;
 #[cfg(feature = "client")]
+mod client_rfc;
+#[cfg(feature = "client")]
 mod fixtures;
 #[cfg(feature = "server")]
 mod server;

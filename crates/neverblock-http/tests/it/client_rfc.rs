@@ -1,0 +1,45 @@
+//! The client against servers that bend RFC 9112 or are hostile: how long a dripping server can
+//! hold a request.
+
+use std::time::{Duration, Instant};
+
+use neverblock::run;
+use neverblock_http::{Client, ErrorKind};
+
+use crate::fixtures::{Behaviour, TestServer};
+
+#[test]
+fn in_blocking_mode_the_total_timeout_ends_a_request_while_the_server_drips() {
+    // A byte every 100 ms for 30 s, in the head, then in the body: each read succeeds long before
+    // the read timeout, so only the total timeout can end the request. The bound below is a hang
+    // guard (three times the total timeout), not a claim of speed.
+    let total = Duration::from_secs(1);
+    let every = Duration::from_millis(100);
+    let heads = ["HTTP/1.1 200 OK\r\nX-Slow: ", "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n"];
+    for head in heads {
+        let server = TestServer::start(Behaviour::Drip { head: head.into(), every, total: Duration::from_secs(30) });
+        let client = Client::builder().total_timeout(total).build().unwrap();
+        let started = Instant::now();
+        let err = client.get(&server.url("/")).unwrap_err();
+        let took = started.elapsed();
+        assert_eq!(err.kind(), ErrorKind::TotalTimeout, "{err}");
+        assert!(took < 3 * total, "a {total:?} total timeout ended the request after {took:?} ({head:?})");
+    }
+}
+
+#[test]
+fn in_fibers_the_total_timeout_ends_a_dripping_request_too() {
+    let server = TestServer::start(Behaviour::Drip {
+        head: b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n".to_vec(),
+        every: Duration::from_millis(100),
+        total: Duration::from_secs(30),
+    });
+    let url = server.url("/");
+    let (err, took) = run(move || {
+        let client = Client::builder().total_timeout(Duration::from_secs(1)).build().unwrap();
+        let started = Instant::now();
+        (client.get(&url).unwrap_err(), started.elapsed())
+    });
+    assert_eq!(err.kind(), ErrorKind::TotalTimeout, "{err}");
+    assert!(took < Duration::from_secs(3), "hang guard: {took:?}");
+}
