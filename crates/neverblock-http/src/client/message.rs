@@ -8,6 +8,7 @@ use std::sync::{Arc, OnceLock};
 use super::Client;
 use crate::error::Error;
 use crate::wire::head::Head;
+use crate::Version;
 
 /// `GET url` with the process's shared default [`Client`].
 ///
@@ -39,9 +40,10 @@ fn default_client() -> &'static Client {
     CLIENT.get_or_init(Client::new)
 }
 
-/// A request: method, absolute URL, extra headers and a body.
+/// A request: method, absolute URL, extra headers and a body in memory.
 ///
-/// `Host`, and `Content-Length` when there is a body, are added when it is sent.
+/// `Host`, and `Content-Length` when there is a body, are added when it is sent. A body streamed
+/// from a reader is given to [`Client::send_body`] instead.
 ///
 /// # Examples
 ///
@@ -95,7 +97,8 @@ impl Request {
     }
 }
 
-/// A whole response.
+/// A whole response, its body read into memory ([`ResponseStream`](super::ResponseStream) is the
+/// same response with its body still to be read).
 ///
 /// # Examples
 ///
@@ -108,6 +111,7 @@ impl Request {
 #[derive(Clone)]
 pub struct Response {
     pub(super) status: u16,
+    pub(super) version: Version,
     pub(super) head: Head,
     pub(super) body: Vec<u8>,
     pub(super) url: Arc<url::Url>,
@@ -117,6 +121,11 @@ impl Response {
     /// The status code.
     pub fn status(&self) -> u16 {
         self.status
+    }
+
+    /// The HTTP version the server answered in.
+    pub fn version(&self) -> Version {
+        self.version
     }
 
     /// The reason phrase.
@@ -159,6 +168,7 @@ impl fmt::Debug for Response {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Response")
             .field("status", &self.status)
+            .field("version", &self.version)
             .field("head", &self.head)
             .field("body", &format_args!("{} bytes", self.body.len()))
             .field("url", &self.url.as_str())

@@ -2,7 +2,7 @@
 //! limits, one body decoder, and a module per role.
 //!
 //! As hyper's `proto/h1/role.rs` has one transaction trait with two roles, this module has two
-//! role files over shared parts: [`client`] sends request heads and reads responses; [`server`]
+//! role files over shared parts: [`client`] sends requests and reads response heads; [`server`]
 //! reads request heads and writes response heads. Both read through a [`BufferedConn`], which
 //! keeps the bytes it read past the end of one message for the next, so neither pipelining nor
 //! where the stream happens to split its reads changes what is parsed; both decode bodies with

@@ -206,6 +206,7 @@ struct Head {
     method: String,
     host: String,
     content_length: usize,
+    chunked: bool,
 }
 
 /// A connection with the bytes read past the current request.
@@ -235,7 +236,38 @@ impl<S: Read + Write> Conn<S> {
         };
         let content_length = field("content-length").and_then(|value| value.parse().ok()).unwrap_or(0);
         let host = field("host").unwrap_or_default().to_owned();
-        Ok(Some(Head { method, host, content_length }))
+        let chunked = field("transfer-encoding").is_some_and(|coding| coding.eq_ignore_ascii_case("chunked"));
+        Ok(Some(Head { method, host, content_length, chunked }))
+    }
+
+    /// Reads a chunked request body, its extensions and trailers dropped.
+    fn chunked_body(&mut self) -> io::Result<Vec<u8>> {
+        let mut body = Vec::new();
+        loop {
+            let line = self.line()?;
+            let digits = line.split(';').next().unwrap_or_default().trim();
+            let size = usize::from_str_radix(digits, 16).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+            if size == 0 {
+                while !self.line()?.is_empty() {}
+                return Ok(body);
+            }
+            body.extend(self.body(size)?);
+            self.body(2)?;
+        }
+    }
+
+    /// Reads one CRLF-terminated line, without its CRLF.
+    fn line(&mut self) -> io::Result<String> {
+        loop {
+            if let Some(at) = self.buf.windows(2).position(|w| w == b"\r\n") {
+                let line = String::from_utf8_lossy(&self.buf[..at]).into_owned();
+                self.buf.drain(..at + 2);
+                return Ok(line);
+            }
+            if self.fill()? == 0 {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+        }
     }
 
     /// Reads exactly `len` bytes of request body.
@@ -273,7 +305,7 @@ fn serve<S: Read + Write>(conn: &mut Conn<S>, shared: &Shared) -> io::Result<()>
         if let Behaviour::Interim = shared.behaviour {
             conn.send(b"HTTP/1.1 100 Continue\r\n\r\n")?;
         }
-        let body = conn.body(head.content_length)?;
+        let body = if head.chunked { conn.chunked_body()? } else { conn.body(head.content_length)? };
         match &shared.behaviour {
             Behaviour::Fixed { status, headers, body } => conn.send(&response(*status, headers, body))?,
             Behaviour::Chunked { chunks } => {

@@ -1,6 +1,7 @@
 //! `Semaphore`: at most n holders; the rest wait in line.
 
 use std::fmt;
+use std::sync::Arc;
 
 use super::{lock, wait_in, StateLock};
 use crate::runtime::scheduler::Woken;
@@ -40,6 +41,32 @@ pub struct Permit<'a> {
     semaphore: &'a Semaphore,
 }
 
+/// One permit that holds its semaphore by an [`Arc`], so it can be kept beside it or moved
+/// anywhere (tokio's `OwnedSemaphorePermit`); dropping it gives it back.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use neverblock::sync::{OwnedPermit, Semaphore};
+///
+/// /// A job that holds its place in line for as long as it lives.
+/// struct Job {
+///     _place: OwnedPermit,
+/// }
+///
+/// let places = Arc::new(Semaphore::new(1));
+/// neverblock::run(move || {
+///     let job = Job { _place: places.clone().acquire_owned().unwrap() };
+///     assert_eq!(places.available(), 0);
+///     drop(job);
+///     assert_eq!(places.available(), 1);
+/// });
+/// ```
+pub struct OwnedPermit {
+    semaphore: Arc<Semaphore>,
+}
+
 impl Semaphore {
     /// A semaphore with `permits` permits.
     pub fn new(permits: usize) -> Semaphore {
@@ -57,11 +84,43 @@ impl Semaphore {
     ///
     /// [`Elapsed`] inside an expired [`timeout`](crate::timeout).
     pub fn acquire(&self) -> Result<Permit<'_>, Elapsed> {
+        self.take()?;
+        Ok(Permit { semaphore: self })
+    }
+
+    /// Takes a permit that owns a reference to the semaphore, parking the fiber while none is
+    /// free: for a permit kept in a struct, or one that outlives the caller's borrow.
+    ///
+    /// # Errors
+    ///
+    /// [`Elapsed`] inside an expired [`timeout`](crate::timeout).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use neverblock::sync::Semaphore;
+    ///
+    /// let sem = Arc::new(Semaphore::new(1));
+    /// neverblock::run(move || {
+    ///     let permit = sem.clone().acquire_owned().unwrap();
+    ///     assert!(sem.try_acquire().is_none());
+    ///     drop(permit);
+    ///     assert!(sem.try_acquire().is_some());
+    /// });
+    /// ```
+    pub fn acquire_owned(self: Arc<Self>) -> Result<OwnedPermit, Elapsed> {
+        self.take()?;
+        Ok(OwnedPermit { semaphore: self })
+    }
+
+    /// Takes a permit (the count goes down by one), parking the fiber while none is free.
+    fn take(&self) -> Result<(), Elapsed> {
         loop {
             let mut state = lock(&self.state);
             if state.permits > 0 && state.waiters.is_empty() {
                 state.permits -= 1;
-                return Ok(Permit { semaphore: self });
+                return Ok(());
             }
             if state.permits > 0 {
                 // Waiters are in line, but a permit is free: wake the first, then queue.
@@ -75,7 +134,7 @@ impl Semaphore {
             let mut state = lock(&self.state);
             if state.permits > 0 {
                 state.permits -= 1;
-                return Ok(Permit { semaphore: self });
+                return Ok(());
             }
         }
     }
@@ -111,6 +170,12 @@ impl Drop for Permit<'_> {
     }
 }
 
+impl Drop for OwnedPermit {
+    fn drop(&mut self) {
+        self.semaphore.release();
+    }
+}
+
 impl fmt::Debug for Semaphore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Semaphore").field("available", &self.available()).finish_non_exhaustive()
@@ -120,5 +185,11 @@ impl fmt::Debug for Semaphore {
 impl fmt::Debug for Permit<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Permit")
+    }
+}
+
+impl fmt::Debug for OwnedPermit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("OwnedPermit")
     }
 }
