@@ -99,7 +99,10 @@ impl Error {
     pub(crate) fn wire(url: &str, e: WireError) -> Error {
         match e {
             WireError::Io(e) => Error::io(&format!("read from {url}"), e),
-            WireError::NoResponse => {
+            WireError::NoResponse(Some(e)) if e.kind() != io::ErrorKind::UnexpectedEof => {
+                Error::io(&format!("{url}: the connection was reset before any response"), e)
+            }
+            WireError::NoResponse(_) => {
                 Error::new(ErrorKind::Truncated, format!("{url}: the connection closed before any response"))
             }
             WireError::Malformed(m) => Error::new(ErrorKind::Malformed, format!("{url}: {m}")),

@@ -328,10 +328,10 @@ impl Client {
                 response.keep_alive &= unsent.is_none();
                 Ok((conn, response))
             }
-            (Err(WireError::NoResponse), Some(e)) => {
+            (Err(WireError::NoResponse(_)), Some(e)) => {
                 Err(Attempt::Stale(Error::io(&format!("{url}: the connection closed while sending the request"), e)))
             }
-            (Err(e @ WireError::NoResponse), None) => Err(Attempt::Stale(Error::wire(url.as_str(), e))),
+            (Err(e @ WireError::NoResponse(_)), None) => Err(Attempt::Stale(Error::wire(url.as_str(), e))),
             (Err(e), _) => Err(Attempt::Failed(Error::wire(url.as_str(), e))),
         }
     }

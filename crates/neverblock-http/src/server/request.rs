@@ -293,7 +293,7 @@ impl BodyState {
             WireError::TooLarge(_) => (Some(413), io::ErrorKind::InvalidData),
             WireError::Io(e) if e.kind() == io::ErrorKind::TimedOut => (Some(408), io::ErrorKind::TimedOut),
             WireError::Io(e) => (None, e.kind()),
-            WireError::Truncated(_) | WireError::NoResponse => (None, io::ErrorKind::UnexpectedEof),
+            WireError::Truncated(_) | WireError::NoResponse(_) => (None, io::ErrorKind::UnexpectedEof),
         };
         let why = e.to_string();
         self.failure = Some((status, why.clone()));

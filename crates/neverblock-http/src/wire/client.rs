@@ -406,10 +406,10 @@ fn read_head<S: Read>(conn: &mut BufferedConn<S>, limits: &Limits, fresh: bool) 
             return Err(WireError::Malformed(format!("malformed response head: longer than {max} bytes")));
         }
         new = match conn.fill() {
-            Ok(0) if fresh && got == 0 => return Err(WireError::NoResponse),
+            Ok(0) if fresh && got == 0 => return Err(WireError::NoResponse(None)),
             Ok(0) => return Err(WireError::Truncated(format!("response head cut short after {got} bytes"))),
             Ok(n) => n,
-            Err(e) if fresh && got == 0 && super::is_disconnect(&e) => return Err(WireError::NoResponse),
+            Err(e) if fresh && got == 0 && super::is_disconnect(&e) => return Err(WireError::NoResponse(Some(e))),
             Err(e) => return Err(e.into()),
         };
     }

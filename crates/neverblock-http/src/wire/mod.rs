@@ -168,10 +168,11 @@ pub(crate) enum Framing {
 pub(crate) enum WireError {
     /// The stream failed, other than by closing before any byte of a response.
     Io(io::Error),
-    /// The connection closed (EOF, reset, aborted, broken pipe) before any byte of the response
-    /// arrived: a kept-alive connection the server had already closed, so the request may be retried.
+    /// The connection closed before any byte of the response arrived, at its end (`None`) or with
+    /// this error (reset, aborted, broken pipe): a kept-alive connection the server had already
+    /// closed, so the request may be retried.
     #[cfg_attr(not(feature = "client"), allow(dead_code))]
-    NoResponse,
+    NoResponse(Option<io::Error>),
     /// The bytes are not valid HTTP/1.1, or a request head to write contains CR, LF or NUL.
     Malformed(String),
     /// The connection closed partway through a message.
@@ -184,7 +185,10 @@ impl fmt::Display for WireError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             WireError::Io(e) => write!(f, "I/O error: {e}"),
-            WireError::NoResponse => f.write_str("connection closed before any byte of the response arrived"),
+            WireError::NoResponse(None) => f.write_str("connection closed before any byte of the response arrived"),
+            WireError::NoResponse(Some(e)) => {
+                write!(f, "connection ended before any byte of the response arrived: {e}")
+            }
             WireError::Malformed(msg) | WireError::Truncated(msg) | WireError::TooLarge(msg) => f.write_str(msg),
         }
     }
@@ -193,7 +197,7 @@ impl fmt::Display for WireError {
 impl std::error::Error for WireError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            WireError::Io(e) => Some(e),
+            WireError::Io(e) | WireError::NoResponse(Some(e)) => Some(e),
             _ => None,
         }
     }

@@ -266,17 +266,20 @@ fn back_to_back_responses_share_one_conn() {
 }
 
 #[test]
-fn closing_before_any_byte_is_no_response() {
-    for end in [None, Some(ErrorKind::ConnectionReset), Some(ErrorKind::ConnectionAborted)] {
-        check_errors(
-            end,
-            Limits::default(),
-            &[("", "NoResponse: connection closed before any byte of the response arrived")],
-        );
-    }
-    for end in [ErrorKind::BrokenPipe, ErrorKind::UnexpectedEof] {
+fn closing_before_any_byte_is_no_response_and_says_how() {
+    check_errors(
+        None,
+        Limits::default(),
+        &[("", "NoResponse: connection closed before any byte of the response arrived")],
+    );
+    for end in
+        [ErrorKind::ConnectionReset, ErrorKind::ConnectionAborted, ErrorKind::BrokenPipe, ErrorKind::UnexpectedEof]
+    {
         let (mut out, _) = responses("", Some(end), false, Limits::default(), 1);
-        assert!(matches!(out.pop(), Some(Err(WireError::NoResponse))), "for {end:?}");
+        match out.pop() {
+            Some(Err(WireError::NoResponse(Some(e)))) => assert_eq!(e.kind(), end),
+            other => panic!("{other:?} for {end:?}"),
+        }
     }
 }
 

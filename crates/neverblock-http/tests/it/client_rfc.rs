@@ -1,5 +1,5 @@
-//! The client against servers that bend RFC 9112 or are hostile: how long a dripping server can
-//! hold a request.
+//! The client against servers that bend RFC 9112 or are hostile: what a reset is called, how long
+//! a dripping server can hold a request.
 
 use std::time::{Duration, Instant};
 
@@ -7,6 +7,20 @@ use neverblock::run;
 use neverblock_http::{Client, ErrorKind};
 
 use crate::fixtures::{Behaviour, TestServer};
+
+#[test]
+fn a_reset_before_any_response_byte_is_a_reset() {
+    let server = TestServer::start(Behaviour::Reset);
+    let url = server.url("/");
+    let (get, post) = run(move || {
+        let client = Client::new();
+        (client.get(&url).unwrap_err(), client.post(&url, "x").unwrap_err())
+    });
+    for err in [get, post] {
+        assert_eq!(err.kind(), ErrorKind::Reset, "{err}");
+        assert!(err.to_string().contains("reset"), "{err}");
+    }
+}
 
 #[test]
 fn in_blocking_mode_the_total_timeout_ends_a_request_while_the_server_drips() {

@@ -53,6 +53,8 @@ pub(crate) enum Behaviour {
     Interim,
     /// Keep-alive: HEAD gets 200 with `Content-Length: 1000` and no body; anything else gets `head_body()`.
     Head,
+    /// Reads the request, then resets the connection (`SO_LINGER` 0) without a byte of answer.
+    Reset,
     /// Sends `head` (a response head, or the start of one), then one `x` every `every`, for `total`
     /// or until the client leaves.
     Drip { head: Vec<u8>, every: Duration, total: Duration },
@@ -163,6 +165,7 @@ impl Drop for TestServer {
 /// Accepts until `stop`, one thread per connection; then shuts every connection down and joins its thread.
 fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
     let mut open: Vec<(TcpStream, JoinHandle<()>)> = Vec::new();
+    let mut resets = Vec::new();
     for stream in listener.incoming() {
         if shared.stop.load(SeqCst) {
             break;
@@ -171,6 +174,12 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
         shared.connections.fetch_add(1, SeqCst);
         let _ = stream.set_nodelay(true);
         stream.set_read_timeout(Some(READ_TIMEOUT)).expect("set a read timeout");
+        if let Behaviour::Reset = shared.behaviour {
+            // No clone kept: the reset needs this socket's last descriptor closed.
+            let shared = Arc::clone(shared);
+            resets.push(thread::spawn(move || reset(stream, &shared)));
+            continue;
+        }
         let Ok(handle) = stream.try_clone() else { continue };
         let shared = Arc::clone(shared);
         open.retain(|(_, thread)| !thread.is_finished());
@@ -180,6 +189,20 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
         let _ = stream.shutdown(Shutdown::Both);
         let _ = thread.join();
     }
+    for thread in resets {
+        let _ = thread.join();
+    }
+}
+
+/// Reads one request head from `stream`, then closes it with `SO_LINGER` 0: the peer gets a reset.
+fn reset(stream: TcpStream, shared: &Shared) {
+    let socket = socket2::SockRef::from(&stream);
+    socket.set_linger(Some(Duration::ZERO)).expect("set SO_LINGER");
+    let mut conn = Conn { stream: &stream, buf: Vec::new() };
+    if let Ok(Some(_)) = conn.head() {
+        shared.requests.fetch_add(1, SeqCst);
+    }
+    // Dropping the only descriptor with SO_LINGER 0 sends the reset (`shutdown` would send a FIN).
 }
 
 /// Serves one accepted socket, over TLS if configured, then closes it (after `close_notify` under TLS).
@@ -354,6 +377,7 @@ fn serve<S: Read + Write>(conn: &mut Conn<S>, shared: &Shared) -> io::Result<()>
                 conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")?
             }
             Behaviour::Head => conn.send(&response(200, &[], &head_body()))?,
+            Behaviour::Reset => unreachable!("the accept loop resets these connections itself"),
             Behaviour::Drip { head, every, total } => {
                 conn.send(head)?;
                 for _ in 0..total.as_millis() / every.as_millis().max(1) {
