@@ -343,12 +343,14 @@ impl<'a> Rules<'a> {
     }
 
     /// Whether the connection stays open after this message: by default in HTTP/1.1 and only on
-    /// request in HTTP/1.0, and never when `Transfer-Encoding` and `Content-Length` disagree about
-    /// the framing (RFC 9112 §6.1: a sign of request smuggling).
+    /// request in HTTP/1.0. And never when the framing is suspect (RFC 9112 §6.1):
+    /// `Transfer-Encoding` with `Content-Length` (a sign of request smuggling), or
+    /// `Transfer-Encoding` in HTTP/1.0, which does not have it (what the sender meant to end the
+    /// message may be left in the connection).
     fn persistent(&self, version: u8) -> bool {
-        let ambiguous = self.coding.is_some() && !matches!(self.length, Ok(None));
+        let suspect = self.coding.is_some() && (version == 0 || !matches!(self.length, Ok(None)));
         let open = if version == 1 { !self.close } else { self.keep_alive };
-        open && !ambiguous
+        open && !suspect
     }
 }
 

@@ -1,5 +1,5 @@
-//! The client against servers that bend RFC 9112 or are hostile: what a reset is called, how long
-//! a dripping server can hold a request.
+//! The client against servers that bend RFC 9112 or are hostile: what ends a connection, what a
+//! reset is called, how long a dripping server can hold a request.
 
 use std::time::{Duration, Instant};
 
@@ -7,6 +7,30 @@ use neverblock::run;
 use neverblock_http::{Client, ErrorKind};
 
 use crate::fixtures::{Behaviour, TestServer};
+
+/// A server answering every request with `response` on a connection it keeps open.
+fn raw(response: &str) -> TestServer {
+    TestServer::start(Behaviour::Raw(response.as_bytes().to_vec()))
+}
+
+/// The bodies of two GETs in a row from one client, and how many connections they took.
+fn two_gets(server: &TestServer) -> ([String; 2], usize) {
+    let url = server.url("/");
+    let bodies = run(move || {
+        let client = Client::new();
+        [(); 2].map(|()| client.get(&url).unwrap().text().into_owned())
+    });
+    (bodies, server.connections())
+}
+
+#[test]
+fn an_http_1_0_response_with_transfer_encoding_closes_its_connection() {
+    // RFC 9112 §6.1: HTTP/1.0 has no Transfer-Encoding, so what ends the body is in doubt; even a
+    // `keep-alive` does not make the connection safe to reuse.
+    let server =
+        raw("HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n");
+    assert_eq!(two_gets(&server), (["hello".to_owned(), "hello".to_owned()], 2));
+}
 
 #[test]
 fn a_reset_before_any_response_byte_is_a_reset() {

@@ -53,6 +53,8 @@ pub(crate) enum Behaviour {
     Interim,
     /// Keep-alive: HEAD gets 200 with `Content-Length: 1000` and no body; anything else gets `head_body()`.
     Head,
+    /// Answers every request with exactly these bytes, and keeps the connection open whatever they say.
+    Raw(Vec<u8>),
     /// Reads the request, then resets the connection (`SO_LINGER` 0) without a byte of answer.
     Reset,
     /// Sends `head` (a response head, or the start of one), then one `x` every `every`, for `total`
@@ -377,6 +379,7 @@ fn serve<S: Read + Write>(conn: &mut Conn<S>, shared: &Shared) -> io::Result<()>
                 conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")?
             }
             Behaviour::Head => conn.send(&response(200, &[], &head_body()))?,
+            Behaviour::Raw(bytes) => conn.send(bytes)?,
             Behaviour::Reset => unreachable!("the accept loop resets these connections itself"),
             Behaviour::Drip { head, every, total } => {
                 conn.send(head)?;
