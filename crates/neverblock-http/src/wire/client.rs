@@ -303,7 +303,8 @@ struct Rules<'a> {
     /// The number every `Content-Length` element gives (`None`: no such field), or the first
     /// element that is not a number or disagrees.
     length: Result<Option<u64>, WireError>,
-    /// Whether a `Connection` element is `close`, and whether one is `keep-alive`.
+    /// Whether a `Connection` element, in any of its fields, is `close`, and whether one is
+    /// `keep-alive`.
     close: bool,
     keep_alive: bool,
 }
@@ -342,14 +343,15 @@ impl<'a> Rules<'a> {
         };
     }
 
-    /// Whether the connection stays open after this message: by default in HTTP/1.1 and only on
-    /// request in HTTP/1.0. And never when the framing is suspect (RFC 9112 §6.1):
+    /// Whether the connection stays open after this message (RFC 9112 §9.3): never when a
+    /// `Connection` element is `close`, whatever else it lists; otherwise by default in HTTP/1.1
+    /// and only on request (`keep-alive`) in HTTP/1.0. And never when the framing is suspect (§6.1):
     /// `Transfer-Encoding` with `Content-Length` (a sign of request smuggling), or
     /// `Transfer-Encoding` in HTTP/1.0, which does not have it (what the sender meant to end the
     /// message may be left in the connection).
     fn persistent(&self, version: u8) -> bool {
         let suspect = self.coding.is_some() && (version == 0 || !matches!(self.length, Ok(None)));
-        let open = if version == 1 { !self.close } else { self.keep_alive };
+        let open = !self.close && (version == 1 || self.keep_alive);
         open && !suspect
     }
 }

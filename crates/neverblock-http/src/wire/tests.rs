@@ -398,6 +398,10 @@ fn connection_is_reusable_only_if_persistent_and_framed() {
         ("HTTP/1.0 200 OK\r\nConnection: keep-alive\r\n\r\nbody", false),
         ("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n0\r\n\r\n", false),
         ("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", true),
+        // RFC 9112 §9.3: `close` wins, in one list or over several fields, in HTTP/1.0 as in 1.1.
+        ("HTTP/1.0 200 OK\r\nConnection: keep-alive, close\r\nContent-Length: 0\r\n\r\n", false),
+        ("HTTP/1.0 200 OK\r\nConnection: close, keep-alive\r\nContent-Length: 0\r\n\r\n", false),
+        ("HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", false),
         // RFC 9112 §6.1: HTTP/1.0 has no Transfer-Encoding; one closes the connection after it.
         ("HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", false),
     ];

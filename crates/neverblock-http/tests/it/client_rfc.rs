@@ -33,6 +33,17 @@ fn an_http_1_0_response_with_transfer_encoding_closes_its_connection() {
 }
 
 #[test]
+fn close_wins_over_keep_alive_in_http_1_0() {
+    // RFC 9112 §9.3: `close` in any Connection element, in one field or another, ends the connection.
+    for fields in ["Connection: keep-alive, close\r\n", "Connection: keep-alive\r\nConnection: close\r\n"] {
+        let server = raw(&format!("HTTP/1.0 200 OK\r\n{fields}Content-Length: 2\r\n\r\nok"));
+        assert_eq!(two_gets(&server), (["ok".to_owned(), "ok".to_owned()], 2), "{fields:?}");
+    }
+    let kept = raw("HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nok");
+    assert_eq!(two_gets(&kept).1, 1, "keep-alive alone keeps an HTTP/1.0 connection");
+}
+
+#[test]
 fn a_reset_before_any_response_byte_is_a_reset() {
     let server = TestServer::start(Behaviour::Reset);
     let url = server.url("/");
