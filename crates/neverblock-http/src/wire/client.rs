@@ -22,6 +22,10 @@ pub(crate) const COALESCE: usize = 16 * 1024;
 const PIECE: usize = 32 * 1024;
 /// Room for the longest chunk-size line ([`size_line`]: 16 hex digits and CRLF).
 const SIZE_LINE_ROOM: usize = 18;
+/// The most interim (1xx) responses taken before the final one: without a cap a server could keep a
+/// request waiting forever on `100 Continue` after `100 Continue` (Go allows 5; `103 Early Hints`
+/// may come several times).
+pub(crate) const MAX_INTERIM: usize = 16;
 
 /// What a request sends after its head.
 pub(crate) enum Upload<'a> {
@@ -264,29 +268,36 @@ impl ResponseHead {
     }
 }
 
-/// Reads the final response's head, skipping interim 1xx responses other than 101 (which is final).
+/// Reads the final response's head, skipping up to [`MAX_INTERIM`] interim 1xx responses (other
+/// than 101, which is final).
 ///
 /// # Errors
 ///
 /// [`WireError::NoResponse`] if the connection closed before any byte of the response;
 /// [`WireError::Truncated`] if it closed later, inside a head; [`WireError::Malformed`] for an
 /// invalid head or framing, a head longer than `limits.max_head` or with more than
-/// `limits.max_headers` fields; [`WireError::Io`] for any other stream error, such as `TimedOut`.
+/// `limits.max_headers` fields; [`WireError::TooLarge`] after more than [`MAX_INTERIM`] interim
+/// responses; [`WireError::Io`] for any other stream error, such as `TimedOut`.
 pub(crate) fn read_response_head<S: Read>(
     conn: &mut BufferedConn<S>,
     request_was_head: bool,
     limits: &Limits,
 ) -> Result<ResponseHead, WireError> {
-    let mut fresh = true;
+    let mut interim = 0;
     let (status, version, head) = loop {
-        let (status, version, head) = read_head(conn, limits, fresh)?;
+        let (status, version, head) = read_head(conn, limits, interim == 0)?;
         if status < 100 {
             return Err(WireError::Malformed(format!("malformed response head: status code {status}")));
         }
         if status >= 200 || status == 101 {
             break (status, version, head);
         }
-        fresh = false;
+        interim += 1;
+        if interim > MAX_INTERIM {
+            return Err(WireError::TooLarge(format!(
+                "more than {MAX_INTERIM} interim (1xx) responses before the final one"
+            )));
+        }
     };
     let rules = Rules::of(&head, "response");
     let no_body = request_was_head || matches!(status, 101 | 204 | 304);

@@ -177,7 +177,8 @@ pub(crate) enum WireError {
     Malformed(String),
     /// The connection closed partway through a message.
     Truncated(String),
-    /// A body is longer than [`Limits::max_body`].
+    /// A body is longer than [`Limits::max_body`], or a server sent more interim responses than
+    /// the client takes.
     TooLarge(String),
 }
 

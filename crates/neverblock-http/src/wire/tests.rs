@@ -413,6 +413,19 @@ fn connection_is_reusable_only_if_persistent_and_framed() {
 }
 
 #[test]
+fn interim_responses_are_capped() {
+    let final_response = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+    let within = format!("{}{final_response}", "HTTP/1.1 100 Continue\r\n\r\n".repeat(MAX_INTERIM));
+    assert_eq!(response(&within).body, b"ok");
+    let over = format!("{}{final_response}", "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n".repeat(MAX_INTERIM + 1));
+    check_errors(
+        None,
+        Limits::default(),
+        &[(&over, &format!("TooLarge: more than {MAX_INTERIM} interim (1xx) responses before the final one"))],
+    );
+}
+
+#[test]
 fn timeouts_propagate_as_io_errors() {
     for input in ["", "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"] {
         let (mut out, _) = responses(input, Some(ErrorKind::TimedOut), false, Limits::default(), 1);

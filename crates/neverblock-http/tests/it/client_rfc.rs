@@ -1,5 +1,6 @@
 //! The client against servers that bend RFC 9112 or are hostile: what ends a connection, what a
-//! reset is called, how long a dripping server can hold a request.
+//! reset is called, how long a dripping server can hold a request, how many interim responses
+//! are taken.
 
 use std::time::{Duration, Instant};
 
@@ -91,4 +92,14 @@ fn in_fibers_the_total_timeout_ends_a_dripping_request_too() {
     });
     assert_eq!(err.kind(), ErrorKind::TotalTimeout, "{err}");
     assert!(took < Duration::from_secs(3), "hang guard: {took:?}");
+}
+
+#[test]
+fn endless_interim_responses_are_cut_off() {
+    let server =
+        raw(&format!("{}HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", "HTTP/1.1 100 Continue\r\n\r\n".repeat(1000)));
+    let url = server.url("/");
+    let err = run(move || Client::new().get(&url).unwrap_err());
+    assert_eq!(err.kind(), ErrorKind::TooLarge, "{err}");
+    assert!(err.to_string().contains("interim (1xx) responses"), "{err}");
 }
