@@ -250,7 +250,7 @@ pub(crate) struct ResponseHead {
     pub(crate) status: u16,
     /// The minor version: 0 for HTTP/1.0, 1 for HTTP/1.1.
     pub(crate) version: u8,
-    /// The reason phrase and header fields.
+    /// The reason phrase and header fields (obsolete line folds replaced by spaces).
     pub(crate) head: Head,
     /// How the body that follows is framed ([`Framing::None`] after a HEAD request, and for 101,
     /// 204 and 304).
@@ -383,11 +383,11 @@ fn parse_response(buf: &[u8], max_headers: usize) -> Result<Option<(usize, u16, 
     // httparse writes each field before it is read, so the array needs no initializing.
     let mut fields = [const { MaybeUninit::uninit() }; MAX_HEADERS_CAP];
     let mut res = httparse::Response::new(&mut []);
-    let httparse::Status::Complete(len) = httparse::ParserConfig::default().parse_response_with_uninit_headers(
-        &mut res,
-        buf,
-        &mut fields[..max_headers.min(MAX_HEADERS_CAP)],
-    )?
+    let httparse::Status::Complete(len) = httparse::ParserConfig::default()
+        // RFC 9112 §5.2: a user agent must accept obsolete line folding in a response, and replace
+        // each fold with spaces (`Head::of_response` does).
+        .allow_obsolete_multiline_headers_in_responses(true)
+        .parse_response_with_uninit_headers(&mut res, buf, &mut fields[..max_headers.min(MAX_HEADERS_CAP)])?
     else {
         return Ok(None);
     };

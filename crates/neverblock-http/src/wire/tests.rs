@@ -413,6 +413,19 @@ fn connection_is_reusable_only_if_persistent_and_framed() {
 }
 
 #[test]
+fn folded_field_values_are_unfolded_with_spaces() {
+    let res = response(
+        "HTTP/1.1 200 OK\r\nX-Folded: first\r\n  second\r\n\tthird\r\nConnection: keep-alive,\r\n close\r\n\
+         Content-Length: 2\r\n\r\nok",
+    );
+    assert_eq!(res.head.get("x-folded"), Some(&b"first    second   third"[..]));
+    assert_eq!(res.head.get("connection"), Some(&b"keep-alive,   close"[..]));
+    assert_eq!((res.body.as_slice(), res.reusable), (&b"ok"[..], false), "the folded `close` counts");
+    let res = response("HTTP/1.1 200 OK\r\nX-Tab: a\tb\r\nContent-Length: 0\r\n\r\n");
+    assert_eq!(res.head.get("x-tab"), Some(&b"a\tb"[..]), "a tab inside a line is not a fold");
+}
+
+#[test]
 fn interim_responses_are_capped() {
     let final_response = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
     let within = format!("{}{final_response}", "HTTP/1.1 100 Continue\r\n\r\n".repeat(MAX_INTERIM));

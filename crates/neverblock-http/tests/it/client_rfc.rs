@@ -1,6 +1,6 @@
 //! The client against servers that bend RFC 9112 or are hostile: what ends a connection, what a
 //! reset is called, how long a dripping server can hold a request, how many interim responses
-//! are taken.
+//! are taken, folded fields.
 
 use std::time::{Duration, Instant};
 
@@ -102,4 +102,13 @@ fn endless_interim_responses_are_cut_off() {
     let err = run(move || Client::new().get(&url).unwrap_err());
     assert_eq!(err.kind(), ErrorKind::TooLarge, "{err}");
     assert!(err.to_string().contains("interim (1xx) responses"), "{err}");
+}
+
+#[test]
+fn a_folded_field_is_read_with_spaces_for_its_line_breaks() {
+    // RFC 9112 §5.2: a user agent must replace each obsolete line fold with spaces.
+    let server = raw("HTTP/1.1 200 OK\r\nX-Folded: one\r\n two\r\nContent-Length: 2\r\n\r\nok");
+    let url = server.url("/");
+    let response = run(move || Client::new().get(&url).unwrap());
+    assert_eq!((response.header("x-folded"), response.text().as_ref()), (Some("one   two"), "ok"));
 }
