@@ -309,7 +309,8 @@ pub(crate) fn read_response_head<S: Read>(
 /// What a head says about its body's framing and its connection, gathered in one pass over its
 /// fields.
 struct Rules<'a> {
-    /// The last element of the last `Transfer-Encoding` field; `None` if there is no such field.
+    /// The last element of the last `Transfer-Encoding` field (empty elements ignored, RFC 9110
+    /// §5.6.1); `None` if there is no such field.
     coding: Option<&'a [u8]>,
     /// The number every `Content-Length` element gives (`None`: no such field), or the first
     /// element that is not a number or disagrees.
@@ -326,7 +327,9 @@ impl<'a> Rules<'a> {
         let mut rules = Rules { coding: None, length: Ok(None), close: false, keep_alive: false };
         for (name, value) in head.raw_fields() {
             if is_named(name, b"transfer-encoding") {
-                rules.coding = elements(value).next_back();
+                if let Some(last) = elements(value).rfind(|coding| !coding.is_empty()) {
+                    rules.coding = Some(last);
+                }
             } else if is_named(name, b"content-length") {
                 elements(value).for_each(|element| rules.add_length(element, side));
             } else if is_named(name, b"connection") {

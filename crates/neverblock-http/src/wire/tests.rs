@@ -404,12 +404,25 @@ fn connection_is_reusable_only_if_persistent_and_framed() {
         ("HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", false),
         // RFC 9112 §6.1: HTTP/1.0 has no Transfer-Encoding; one closes the connection after it.
         ("HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", false),
+        // Empty list elements are ignored (RFC 9110 §5.6.1): the coding is still chunked.
+        ("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, \r\n\r\n0\r\n\r\n", true),
     ];
     for (input, reusable) in cases {
         let res = response(input);
         assert_eq!(res.reusable, reusable, "for {input:?}");
         assert_eq!(res.version, u8::from(input.starts_with("HTTP/1.1")));
     }
+}
+
+#[test]
+fn empty_transfer_coding_elements_are_ignored() {
+    for coding in ["chunked,", "chunked, ", " , chunked", ",,chunked,,", "gzip, chunked, "] {
+        let res = response(&format!("HTTP/1.1 200 OK\r\nTransfer-Encoding: {coding}\r\n\r\n5\r\nhello\r\n0\r\n\r\n"));
+        assert_eq!((res.body.as_slice(), res.reusable), (&b"hello"[..], true), "{coding:?}");
+    }
+    // The last coding that is there decides: not chunked, so the body runs to the end of the stream.
+    let res = response("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: gzip, \r\n\r\nzz");
+    assert_eq!((res.body.as_slice(), res.reusable), (&b"zz"[..], false));
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! The client against servers that bend RFC 9112 or are hostile: what ends a connection, what a
 //! reset is called, how long a dripping server can hold a request, how many interim responses
-//! are taken, folded fields.
+//! are taken, folded and oddly listed fields.
 
 use std::time::{Duration, Instant};
 
@@ -111,4 +111,10 @@ fn a_folded_field_is_read_with_spaces_for_its_line_breaks() {
     let url = server.url("/");
     let response = run(move || Client::new().get(&url).unwrap());
     assert_eq!((response.header("x-folded"), response.text().as_ref()), (Some("one   two"), "ok"));
+}
+
+#[test]
+fn empty_transfer_coding_elements_are_ignored() {
+    let server = raw("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, \r\n\r\n5\r\nhello\r\n0\r\n\r\n");
+    assert_eq!(two_gets(&server), (["hello".to_owned(), "hello".to_owned()], 1));
 }
