@@ -1,4 +1,5 @@
-//! `neverblock get`: a load client (like `ab` or `wrk`, closed loop) on fibers.
+//! `neverblock get`: a load client (like `ab` or `wrk`, closed loop) on fibers; response bodies
+//! are read and dropped as they arrive, so its memory does not grow with their size.
 
 use std::time::Duration;
 
@@ -24,9 +25,12 @@ pub(crate) struct GetArgs {
     /// Runtime threads (default: one per core).
     #[arg(long)]
     threads: Option<usize>,
-    /// Connect and read timeout per request.
+    /// Connect and read timeout per request (each read and write waits at most this long).
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     timeout: Duration,
+    /// How long one whole request may take, its body included (default: no limit).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    total_timeout: Option<Duration>,
     /// Print one JSON object instead of the report.
     #[arg(long)]
     json: bool,
@@ -41,8 +45,10 @@ pub(crate) fn run(args: GetArgs) -> anyhow::Result<()> {
         keepalive: args.keepalive,
         threads: args.threads.unwrap_or_else(neverblock::runtime::available_threads),
         timeout: args.timeout,
+        total_timeout: args.total_timeout,
         progress: !args.json,
     })?;
+    let peak_rss = crate::bench::status_bytes("VmHWM:");
     let ms = |p: f64| outcome.percentile(p).map(|d| d.as_secs_f64() * 1e3);
     if args.json {
         let row = json!({
@@ -50,6 +56,7 @@ pub(crate) fn run(args: GetArgs) -> anyhow::Result<()> {
             "ok": outcome.ok(), "errors": outcome.errors, "seconds": outcome.elapsed.as_secs_f64(),
             "requests_per_s": outcome.rate(),
             "latency_ms": {"p50": ms(50.0), "p90": ms(90.0), "p99": ms(99.0), "max": ms(100.0)},
+            "peak_rss_bytes": peak_rss,
         });
         println!("{row}");
         anyhow::ensure!(outcome.ok() > 0, "no request succeeded");
@@ -73,6 +80,9 @@ pub(crate) fn run(args: GetArgs) -> anyhow::Result<()> {
         if let Some(v) = ms(p) {
             println!("  latency {name}: {v:.2} ms");
         }
+    }
+    if let Some(bytes) = peak_rss {
+        println!("  peak memory: {:.1} MiB", bytes as f64 / f64::from(1 << 20));
     }
     anyhow::ensure!(outcome.ok() > 0, "no request succeeded");
     Ok(())

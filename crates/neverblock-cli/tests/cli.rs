@@ -406,3 +406,102 @@ fn pg_sleep_bench_starts_its_own_server_and_prints_both_rows() {
     assert!(seconds("neverblock") >= 0.2);
     assert!(stderr.contains("throwaway PostgreSQL"), "{stderr}");
 }
+
+/// Runs `neverblock args`, killing it if it has not ended within `limit` (a hang guard); its exit
+/// status, stdout and stderr.
+fn neverblock_within(args: &[&str], limit: std::time::Duration) -> (std::process::ExitStatus, String, String) {
+    let child = Command::new(env!("CARGO_BIN_EXE_neverblock"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run neverblock");
+    finish_within(child, limit)
+}
+
+/// Waits for `child` (stdout and stderr piped) for at most `limit`, then kills it; its exit status,
+/// stdout and stderr.
+fn finish_within(
+    mut child: std::process::Child,
+    limit: std::time::Duration,
+) -> (std::process::ExitStatus, String, String) {
+    use std::io::Read;
+    let collect = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = pipe.read_to_string(&mut text);
+            text
+        })
+    };
+    let stdout = collect(Box::new(child.stdout.take().expect("stdout is piped")));
+    let stderr = collect(Box::new(child.stderr.take().expect("stderr is piped")));
+    let deadline = std::time::Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for neverblock") {
+            break status;
+        }
+        if std::time::Instant::now() >= deadline {
+            // Not yet reaped, so the pid is still this child's.
+            let _ = child.kill();
+            break child.wait().expect("wait for neverblock");
+        }
+        #[expect(clippy::disallowed_methods, reason = "a plain test thread polls a child process")]
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    (status, stdout.join().unwrap(), stderr.join().unwrap())
+}
+
+/// A one-connection HTTP server on a std thread: reads a request head, then runs `answer` on the
+/// socket. Returns the URL.
+fn one_shot_server(answer: impl FnOnce(&mut std::net::TcpStream) + Send + 'static) -> String {
+    use std::io::Read;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).is_ok_and(|n| n == 1) {
+            head.push(byte[0]);
+        }
+        answer(&mut stream);
+    });
+    url
+}
+
+#[test]
+fn get_drops_bodies_as_it_reads_them_so_memory_does_not_grow_with_them() {
+    use std::io::Write;
+    const BODY: usize = 256 << 20;
+    let url = one_shot_server(|stream| {
+        let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {BODY}\r\nConnection: close\r\n\r\n");
+        stream.write_all(head.as_bytes()).unwrap();
+        let piece = vec![b'x'; 1 << 20];
+        for _ in 0..BODY / piece.len() {
+            if stream.write_all(&piece).is_err() {
+                return;
+            }
+        }
+    });
+    let (status, stdout, stderr) =
+        neverblock_within(&["get", &url, "-n", "1", "-c", "1", "--json"], std::time::Duration::from_secs(120));
+    assert!(status.success(), "{stderr}");
+    let row: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(row["ok"], 1, "{row}");
+    let peak = row["peak_rss_bytes"].as_u64().expect("the peak is reported");
+    assert!(peak < (BODY / 4) as u64, "a {BODY}-byte body took the client to {peak} bytes of memory");
+}
+
+#[test]
+fn get_total_timeout_ends_a_request_the_server_never_answers() {
+    let url = one_shot_server(|stream| {
+        use std::io::Read;
+        // Holds the connection open, answering nothing, until the client leaves.
+        let _ = stream.read(&mut [0u8; 1]);
+    });
+    let args = ["get", &url, "-n", "1", "-c", "1", "--timeout", "60s", "--total-timeout", "300ms", "--json"];
+    let (status, stdout, stderr) = neverblock_within(&args, std::time::Duration::from_secs(30));
+    assert!(!status.success(), "{stderr}");
+    let row: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout} {stderr}"));
+    assert_eq!(row["errors"], serde_json::json!({"TotalTimeout": 1}), "{row}");
+}
