@@ -1,12 +1,13 @@
 //! `neverblock get`: a load client (like `ab` or `wrk`, closed loop) on fibers; response bodies
 //! are read and dropped as they arrive, so its memory does not grow with their size.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use clap::Args;
 use serde_json::json;
 
-use crate::load::{self, Load};
+use crate::load::{self, Load, Outcome};
 
 /// Options of `neverblock get`.
 #[derive(Args, Debug)]
@@ -53,14 +54,15 @@ pub(crate) fn run(args: GetArgs) -> anyhow::Result<()> {
     if args.json {
         let row = json!({
             "url": args.url, "requests": args.requests, "concurrency": args.concurrency, "keepalive": args.keepalive,
-            "ok": outcome.ok(), "errors": outcome.errors, "seconds": outcome.elapsed.as_secs_f64(),
+            "ok": outcome.ok(), "seconds": outcome.elapsed.as_secs_f64(),
+            "errors": outcome.errors.iter().map(|(kind, f)| (kind.clone(), f.count)).collect::<BTreeMap<_, _>>(),
+            "first_errors": outcome.errors.iter().map(|(kind, f)| (kind.clone(), f.first.clone())).collect::<BTreeMap<_, _>>(),
             "requests_per_s": outcome.rate(),
             "latency_ms": {"p50": ms(50.0), "p90": ms(90.0), "p99": ms(99.0), "max": ms(100.0)},
             "peak_rss_bytes": peak_rss,
         });
         println!("{row}");
-        anyhow::ensure!(outcome.ok() > 0, "no request succeeded");
-        return Ok(());
+        return succeeded(&outcome);
     }
     eprintln!();
     println!(
@@ -71,8 +73,9 @@ pub(crate) fn run(args: GetArgs) -> anyhow::Result<()> {
     );
     println!("  ok:          {}", outcome.ok());
     println!("  errors:      {}", outcome.failed());
-    for (kind, count) in &outcome.errors {
-        println!("    {kind}: {count}");
+    for (kind, failures) in &outcome.errors {
+        println!("    {kind}: {}", failures.count);
+        println!("      first: {}", failures.first);
     }
     println!("  time:        {:.3} s", outcome.elapsed.as_secs_f64());
     println!("  requests/s:  {:.0}", outcome.rate());
@@ -84,6 +87,12 @@ pub(crate) fn run(args: GetArgs) -> anyhow::Result<()> {
     if let Some(bytes) = peak_rss {
         println!("  peak memory: {:.1} MiB", bytes as f64 / f64::from(1 << 20));
     }
-    anyhow::ensure!(outcome.ok() > 0, "no request succeeded");
+    succeeded(&outcome)
+}
+
+/// Fails the command when any request failed (the report above says which and why).
+fn succeeded(outcome: &Outcome) -> anyhow::Result<()> {
+    let (failed, all) = (outcome.failed(), outcome.failed() + outcome.ok());
+    anyhow::ensure!(failed == 0, "{failed} of {all} requests failed");
     Ok(())
 }

@@ -7,7 +7,6 @@
 //! takes its pool's locks for each request.)
 
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
 use std::ops::Range;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -17,7 +16,10 @@ use std::time::{Duration, Instant};
 use neverblock::runtime::{self, Builder};
 use neverblock_http::{Client, Request};
 
-use crate::histogram::Histogram;
+pub(crate) use tally::Outcome;
+use tally::Tally;
+
+mod tally;
 
 /// At most how many request numbers a thread claims from the shared counter at once.
 const BATCH: usize = 64;
@@ -37,43 +39,6 @@ pub(crate) struct Load {
     pub(crate) total_timeout: Option<Duration>,
     /// Print a progress line on stderr every second.
     pub(crate) progress: bool,
-}
-
-/// What came back.
-#[derive(Debug, Default)]
-pub(crate) struct Outcome {
-    pub(crate) elapsed: Duration,
-    /// Latencies of the requests answered 2xx.
-    pub(crate) latencies: Histogram,
-    /// Failures by kind or status.
-    pub(crate) errors: BTreeMap<String, usize>,
-}
-
-impl Outcome {
-    pub(crate) fn ok(&self) -> usize {
-        self.latencies.count()
-    }
-
-    pub(crate) fn failed(&self) -> usize {
-        self.errors.values().sum()
-    }
-
-    /// Answered requests per second.
-    pub(crate) fn rate(&self) -> f64 {
-        self.ok() as f64 / self.elapsed.as_secs_f64()
-    }
-
-    /// The `p`-th percentile latency (p in 0..=100), to within 1/256.
-    pub(crate) fn percentile(&self, p: f64) -> Option<Duration> {
-        self.latencies.percentile(p)
-    }
-}
-
-/// One thread's answers: latencies of successes, and failures by kind or status.
-#[derive(Debug, Default)]
-struct Tally {
-    latencies: Histogram,
-    errors: BTreeMap<String, usize>,
 }
 
 /// The request numbers one thread's fibers share: a batch claimed from the
@@ -148,10 +113,7 @@ pub(crate) fn run(load: Load) -> anyhow::Result<Outcome> {
     });
     let mut outcome = Outcome { elapsed, ..Outcome::default() };
     for tally in tallies {
-        outcome.latencies.merge(&tally.latencies);
-        for (e, count) in tally.errors {
-            *outcome.errors.entry(e).or_default() += count;
-        }
+        outcome.add(tally);
     }
     Ok(outcome)
 }
@@ -185,14 +147,16 @@ fn work(client: &Client, claims: &Claims, tally: &RefCell<Tally>, load: &Load) {
     while claims.claim() {
         let result = client.send(&request).and_then(|mut response| {
             response.copy_to(&mut std::io::sink())?;
-            Ok(response.status())
+            Ok(response)
         });
         let end = Instant::now();
         let mut tally = tally.borrow_mut();
         match result {
-            Ok(status) if (200..300).contains(&status) => tally.latencies.record(end - start),
-            Ok(status) => *tally.errors.entry(format!("status {status}")).or_default() += 1,
-            Err(e) => *tally.errors.entry(format!("{:?}", e.kind())).or_default() += 1,
+            Ok(r) if (200..300).contains(&r.status()) => tally.success(end - start),
+            Ok(r) => tally.failure(format!("status {}", r.status()), end, || {
+                format!("GET {}: {} {}", r.url(), r.status(), r.reason())
+            }),
+            Err(e) => tally.failure(format!("{:?}", e.kind()), end, || e.to_string()),
         }
         start = end;
     }

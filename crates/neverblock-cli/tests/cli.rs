@@ -505,3 +505,36 @@ fn get_total_timeout_ends_a_request_the_server_never_answers() {
     let row: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout} {stderr}"));
     assert_eq!(row["errors"], serde_json::json!({"TotalTimeout": 1}), "{row}");
 }
+
+/// `neverblock args` under `ulimit -n fd_limit` (soft and hard), through `sh`; as [`neverblock_within`].
+fn neverblock_with_fd_limit(
+    fd_limit: u32,
+    args: &[&str],
+    limit: std::time::Duration,
+) -> (std::process::ExitStatus, String, String) {
+    let child = Command::new("sh")
+        .arg("-c")
+        .arg(format!("ulimit -n {fd_limit} && exec \"$0\" \"$@\""))
+        .arg(env!("CARGO_BIN_EXE_neverblock"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run neverblock through sh");
+    finish_within(child, limit)
+}
+
+#[test]
+fn get_failures_say_why_and_fail_the_run_even_when_some_succeed() {
+    let server = DelayServer::start(&["--delay", "50ms"]);
+    // 100 connections at once, about 30 descriptors: most connects fail with EMFILE.
+    let args = ["get", server.1.as_str(), "-n", "300", "-c", "100", "--threads", "1", "--json"];
+    let (status, stdout, stderr) = neverblock_with_fd_limit(40, &args, std::time::Duration::from_secs(60));
+    assert!(!status.success(), "a run with failures fails: {stdout}");
+    assert!(stderr.contains("requests failed"), "{stderr}");
+    let row: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout} {stderr}"));
+    assert!(row["ok"].as_u64().unwrap() > 0, "{row}");
+    assert!(row["errors"]["Io"].as_u64().unwrap() > 0, "{row}");
+    let why = row["first_errors"]["Io"].as_str().unwrap_or_default();
+    assert!(why.contains("Too many open files"), "the first Io error says why: {row}");
+}
