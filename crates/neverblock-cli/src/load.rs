@@ -16,9 +16,11 @@ use std::time::{Duration, Instant};
 use neverblock::runtime::{self, Builder};
 use neverblock_http::{Client, Request};
 
+use progress::Counts;
 pub(crate) use tally::Outcome;
 use tally::Tally;
 
+mod progress;
 mod tally;
 
 /// At most how many request numbers a thread claims from the shared counter at once.
@@ -37,7 +39,7 @@ pub(crate) struct Load {
     pub(crate) timeout: Duration,
     /// How long one request may take, its body included.
     pub(crate) total_timeout: Option<Duration>,
-    /// Print a progress line on stderr every second.
+    /// Print a progress line on stderr every second: requests finished, and how many failed.
     pub(crate) progress: bool,
 }
 
@@ -87,20 +89,21 @@ pub(crate) fn run(load: Load) -> anyhow::Result<Outcome> {
     let client = client.build()?;
     let next = Arc::new(AtomicUsize::new(0));
     let threads = load.threads.clamp(1, load.concurrency.max(1));
+    let counts: Arc<[Counts]> = (0..threads).map(|_| Counts::default()).collect();
     // Timed from when every loop is up until the last answer, as the peers time themselves.
     let (tallies, elapsed) = Builder::new().threads(threads).run(move || {
         let started = Instant::now();
         let handles: Vec<_> = (0..threads)
             .map(|t| {
-                let (client, next, load) = (client.clone(), next.clone(), load.clone());
+                let (client, next, load, counts) = (client.clone(), next.clone(), load.clone(), counts.clone());
                 runtime::spawn_on(t, move || {
                     let fibers = load.concurrency / threads + usize::from(t < load.concurrency % threads);
                     let progress = (t == 0 && load.progress).then(|| {
-                        let (next, total) = (next.clone(), load.requests);
-                        neverblock::spawn(move || report_progress(&next, total, started))
+                        let (counts, total) = (counts.clone(), load.requests);
+                        neverblock::spawn(move || progress::report(&counts, total, started))
                     });
-                    let tally =
-                        run_thread(&client, Claims::new(next, load.requests, load.concurrency, fibers), &load, fibers);
+                    let claims = Claims::new(next, load.requests, load.concurrency, fibers);
+                    let tally = run_thread(&client, claims, &load, fibers, (counts, t));
                     if let Some(progress) = progress {
                         progress.cancel();
                     }
@@ -118,13 +121,21 @@ pub(crate) fn run(load: Load) -> anyhow::Result<Outcome> {
     Ok(outcome)
 }
 
-/// Runs `fibers` fibers on this thread until `claims` runs out; returns their tally.
-fn run_thread(client: &Client, claims: Claims, load: &Load, fibers: usize) -> Tally {
+/// Runs `fibers` fibers on this thread until `claims` runs out; returns their tally. The thread
+/// counts its progress in `counts[t]`.
+fn run_thread(
+    client: &Client,
+    claims: Claims,
+    load: &Load,
+    fibers: usize,
+    (counts, t): (Arc<[Counts]>, usize),
+) -> Tally {
     let (claims, tally) = (Rc::new(claims), Rc::new(RefCell::new(Tally::default())));
     let workers: Vec<_> = (0..fibers)
         .map(|_| {
             let (client, claims, tally, load) = (client.clone(), claims.clone(), tally.clone(), load.clone());
-            neverblock::spawn(move || work(&client, &claims, &tally, &load))
+            let counts = counts.clone();
+            neverblock::spawn(move || work(&client, &claims, &tally, &load, &counts[t]))
         })
         .collect();
     for worker in workers {
@@ -138,7 +149,7 @@ fn run_thread(client: &Client, claims: Claims, load: &Load, fibers: usize) -> Ta
 /// instructions), so each costs one clock read. Its body is read to the end and
 /// dropped as it arrives (at most one read's worth held), which also gives a
 /// kept-alive connection back to the pool.
-fn work(client: &Client, claims: &Claims, tally: &RefCell<Tally>, load: &Load) {
+fn work(client: &Client, claims: &Claims, tally: &RefCell<Tally>, load: &Load, counts: &Counts) {
     let request = match load.keepalive {
         true => Request::new("GET", load.url.as_str()),
         false => Request::new("GET", load.url.as_str()).header("Connection", "close"),
@@ -151,6 +162,7 @@ fn work(client: &Client, claims: &Claims, tally: &RefCell<Tally>, load: &Load) {
         });
         let end = Instant::now();
         let mut tally = tally.borrow_mut();
+        counts.finish(!result.as_ref().is_ok_and(|r| (200..300).contains(&r.status())));
         match result {
             Ok(r) if (200..300).contains(&r.status()) => tally.success(end - start),
             Ok(r) => tally.failure(format!("status {}", r.status()), end, || {
@@ -159,16 +171,6 @@ fn work(client: &Client, claims: &Claims, tally: &RefCell<Tally>, load: &Load) {
             Err(e) => tally.failure(format!("{:?}", e.kind()), end, || e.to_string()),
         }
         start = end;
-    }
-}
-
-/// Prints `done/total, rate` on stderr every second until cancelled.
-fn report_progress(next: &AtomicUsize, total: usize, started: Instant) {
-    loop {
-        neverblock::sleep(Duration::from_secs(1));
-        let claimed = next.load(Ordering::Relaxed).min(total);
-        let rate = claimed as f64 / started.elapsed().as_secs_f64();
-        eprint!("\r{claimed}/{total} requests claimed, {rate:.0}/s   ");
     }
 }
 

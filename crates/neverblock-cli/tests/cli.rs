@@ -538,3 +538,18 @@ fn get_failures_say_why_and_fail_the_run_even_when_some_succeed() {
     let why = row["first_errors"]["Io"].as_str().unwrap_or_default();
     assert!(why.contains("Too many open files"), "the first Io error says why: {row}");
 }
+
+#[test]
+fn get_progress_counts_finished_requests_and_errors() {
+    // Three rounds of two 400 ms requests: at the first progress line (after 1 s) at most four
+    // have finished, although all six were claimed by then.
+    let server = DelayServer::start(&["--delay", "400ms"]);
+    let args = ["get", server.1.as_str(), "-n", "6", "-c", "2", "--threads", "1"];
+    let (status, stdout, stderr) = neverblock_within(&args, std::time::Duration::from_secs(60));
+    assert!(status.success(), "{stdout}{stderr}");
+    let line =
+        stderr.split(['\r', '\n']).find(|l| l.contains("done")).unwrap_or_else(|| panic!("no progress: {stderr:?}"));
+    let finished: usize = line.split('/').next().unwrap().trim().parse().unwrap_or_else(|e| panic!("{e}: {line:?}"));
+    assert!(finished < 6, "{line:?}");
+    assert!(line.contains("/6 done, 0 errors"), "{line:?}");
+}
