@@ -2,12 +2,15 @@
 //! are read and dropped as they arrive, so its memory does not grow with their size.
 
 use std::collections::BTreeMap;
+use std::io::Write;
+use std::sync::Arc;
 use std::time::Duration;
 
+use anyhow::Context;
 use clap::Args;
 use serde_json::json;
 
-use crate::load::{self, Load, Outcome};
+use crate::load::{self, Interrupt, Load, Outcome};
 
 /// Options of `neverblock get`.
 #[derive(Args, Debug)]
@@ -37,9 +40,12 @@ pub(crate) struct GetArgs {
     json: bool,
 }
 
+/// Runs the load; Ctrl-C stops it and the summary so far is printed (exit 130), a second Ctrl-C
+/// ends the process at once.
 pub(crate) fn run(args: GetArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.concurrency > 0 && args.requests > 0, "-n and -c must be at least 1");
-    let outcome = load::run(Load {
+    let interrupt = Arc::new(Interrupt::install().context("watch for Ctrl-C")?);
+    let load = Load {
         url: args.url.clone(),
         requests: args.requests,
         concurrency: args.concurrency,
@@ -48,13 +54,14 @@ pub(crate) fn run(args: GetArgs) -> anyhow::Result<()> {
         timeout: args.timeout,
         total_timeout: args.total_timeout,
         progress: !args.json,
-    })?;
+    };
+    let outcome = load::run_until(load, Some(interrupt))?;
     let peak_rss = crate::bench::status_bytes("VmHWM:");
     let ms = |p: f64| outcome.percentile(p).map(|d| d.as_secs_f64() * 1e3);
     if args.json {
         let row = json!({
             "url": args.url, "requests": args.requests, "concurrency": args.concurrency, "keepalive": args.keepalive,
-            "ok": outcome.ok(), "seconds": outcome.elapsed.as_secs_f64(),
+            "ok": outcome.ok(), "seconds": outcome.elapsed.as_secs_f64(), "interrupted": outcome.interrupted,
             "errors": outcome.errors.iter().map(|(kind, f)| (kind.clone(), f.count)).collect::<BTreeMap<_, _>>(),
             "first_errors": outcome.errors.iter().map(|(kind, f)| (kind.clone(), f.first.clone())).collect::<BTreeMap<_, _>>(),
             "requests_per_s": outcome.rate(),
@@ -65,12 +72,16 @@ pub(crate) fn run(args: GetArgs) -> anyhow::Result<()> {
         return succeeded(&outcome);
     }
     eprintln!();
-    println!(
-        "{} requests, {} at once, {}",
-        args.requests,
-        args.concurrency,
-        if args.keepalive { "keep-alive" } else { "a connection each" }
-    );
+    let connections = if args.keepalive { "keep-alive" } else { "a connection each" };
+    if outcome.interrupted {
+        let done = outcome.ok() + outcome.failed();
+        println!(
+            "interrupted (Ctrl-C) after {done} of {} requests, {} at once, {connections}",
+            args.requests, args.concurrency
+        );
+    } else {
+        println!("{} requests, {} at once, {connections}", args.requests, args.concurrency);
+    }
     println!("  ok:          {}", outcome.ok());
     println!("  errors:      {}", outcome.failed());
     for (kind, failures) in &outcome.errors {
@@ -90,8 +101,13 @@ pub(crate) fn run(args: GetArgs) -> anyhow::Result<()> {
     succeeded(&outcome)
 }
 
-/// Fails the command when any request failed (the report above says which and why).
+/// Ends the command as the run did: exit 130 if Ctrl-C stopped it (the shell's code for SIGINT);
+/// a failure when any request failed (the report above says which and why).
 fn succeeded(outcome: &Outcome) -> anyhow::Result<()> {
+    if outcome.interrupted {
+        std::io::stdout().flush().context("write the report")?;
+        std::process::exit(130);
+    }
     let (failed, all) = (outcome.failed(), outcome.failed() + outcome.ok());
     anyhow::ensure!(failed == 0, "{failed} of {all} requests failed");
     Ok(())

@@ -13,13 +13,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use neverblock::runtime::{self, Builder};
+use neverblock::runtime::{self, Builder, JoinError};
+use neverblock::sync::WaitGroup;
 use neverblock_http::{Client, Request};
 
+pub(crate) use interrupt::Interrupt;
 use progress::Counts;
 pub(crate) use tally::Outcome;
 use tally::Tally;
 
+mod interrupt;
 mod progress;
 mod tally;
 
@@ -79,6 +82,13 @@ impl Claims {
 
 /// Runs `load` on a runtime of its own and waits for every request.
 pub(crate) fn run(load: Load) -> anyhow::Result<Outcome> {
+    run_until(load, None)
+}
+
+/// Runs `load` on a runtime of its own and waits for every request, or, once `interrupt` has
+/// come, for none: each loop's fibers are cancelled where they are, requests in flight are not
+/// counted, and the outcome says it was interrupted.
+pub(crate) fn run_until(load: Load, interrupt: Option<Arc<Interrupt>>) -> anyhow::Result<Outcome> {
     let mut client = Client::builder()
         .max_connections_per_host(load.concurrency)
         .connect_timeout(load.timeout)
@@ -90,20 +100,22 @@ pub(crate) fn run(load: Load) -> anyhow::Result<Outcome> {
     let next = Arc::new(AtomicUsize::new(0));
     let threads = load.threads.clamp(1, load.concurrency.max(1));
     let counts: Arc<[Counts]> = (0..threads).map(|_| Counts::default()).collect();
+    let interrupted = interrupt.clone();
     // Timed from when every loop is up until the last answer, as the peers time themselves.
     let (tallies, elapsed) = Builder::new().threads(threads).run(move || {
         let started = Instant::now();
         let handles: Vec<_> = (0..threads)
             .map(|t| {
-                let (client, next, load, counts) = (client.clone(), next.clone(), load.clone(), counts.clone());
+                let (client, next, load) = (client.clone(), next.clone(), load.clone());
+                let here = Here { counts: counts.clone(), index: t, interrupt: interrupt.clone() };
                 runtime::spawn_on(t, move || {
                     let fibers = load.concurrency / threads + usize::from(t < load.concurrency % threads);
                     let progress = (t == 0 && load.progress).then(|| {
-                        let (counts, total) = (counts.clone(), load.requests);
+                        let (counts, total) = (here.counts.clone(), load.requests);
                         neverblock::spawn(move || progress::report(&counts, total, started))
                     });
                     let claims = Claims::new(next, load.requests, load.concurrency, fibers);
-                    let tally = run_thread(&client, claims, &load, fibers, (counts, t));
+                    let tally = run_thread(&client, claims, &load, fibers, here);
                     if let Some(progress) = progress {
                         progress.cancel();
                     }
@@ -114,34 +126,71 @@ pub(crate) fn run(load: Load) -> anyhow::Result<Outcome> {
         let tallies = handles.into_iter().map(|h| h.join().expect("a load thread panicked")).collect::<Vec<_>>();
         (tallies, started.elapsed())
     });
-    let mut outcome = Outcome { elapsed, ..Outcome::default() };
+    let interrupted = interrupted.is_some_and(|i| i.happened());
+    let mut outcome = Outcome { elapsed, interrupted, ..Outcome::default() };
     for tally in tallies {
         outcome.add(tally);
     }
     Ok(outcome)
 }
 
-/// Runs `fibers` fibers on this thread until `claims` runs out; returns their tally. The thread
-/// counts its progress in `counts[t]`.
-fn run_thread(
-    client: &Client,
-    claims: Claims,
-    load: &Load,
-    fibers: usize,
-    (counts, t): (Arc<[Counts]>, usize),
-) -> Tally {
+/// What a loop's fibers share besides the client, the claims and the tally.
+struct Here {
+    /// Every loop's progress counts; this loop's are `counts[index]`.
+    counts: Arc<[Counts]>,
+    index: usize,
+    interrupt: Option<Arc<Interrupt>>,
+}
+
+/// Runs `fibers` fibers on this thread until `claims` runs out, or the interrupt comes; returns
+/// their tally.
+fn run_thread(client: &Client, claims: Claims, load: &Load, fibers: usize, here: Here) -> Tally {
     let (claims, tally) = (Rc::new(claims), Rc::new(RefCell::new(Tally::default())));
-    let workers: Vec<_> = (0..fibers)
-        .map(|_| {
-            let (client, claims, tally, load) = (client.clone(), claims.clone(), tally.clone(), load.clone());
-            let counts = counts.clone();
-            neverblock::spawn(move || work(&client, &claims, &tally, &load, &counts[t]))
+    // Every worker counts itself out when it ends, is cancelled, or is cancelled before it starts
+    // (its closure, and so the guard, is dropped unrun).
+    let ended = Rc::new(WaitGroup::new());
+    ended.add(fibers);
+    let workers: Rc<Vec<_>> = Rc::new(
+        (0..fibers)
+            .map(|_| {
+                let (client, claims, tally, load) = (client.clone(), claims.clone(), tally.clone(), load.clone());
+                let (counts, index, out) = (here.counts.clone(), here.index, Out(ended.clone()));
+                neverblock::spawn(move || {
+                    let _out = out;
+                    work(&client, &claims, &tally, &load, &counts[index]);
+                })
+            })
+            .collect(),
+    );
+    let watcher = here.interrupt.map(|interrupt| {
+        let workers = workers.clone();
+        neverblock::spawn(move || match interrupt.wait() {
+            Ok(()) => workers.iter().for_each(|worker| worker.cancel()),
+            Err(e) => log::warn!("Ctrl-C cannot stop this run: {e}"),
         })
-        .collect();
+    });
+    ended.wait().expect("no timeout is around the wait");
+    if let Some(watcher) = watcher {
+        watcher.cancel();
+        let _ = watcher.join();
+    }
+    let workers = Rc::into_inner(workers).expect("the watcher, the only other holder, has ended");
     for worker in workers {
-        worker.join().expect("a load fiber panicked");
+        match worker.join() {
+            Ok(()) | Err(JoinError::Cancelled) => {}
+            Err(e) => panic!("a load fiber failed: {e}"),
+        }
     }
     Rc::into_inner(tally).expect("every fiber holding the tally has ended").into_inner()
+}
+
+/// Marks a worker ended in its group when dropped.
+struct Out(Rc<WaitGroup>);
+
+impl Drop for Out {
+    fn drop(&mut self) {
+        self.0.done();
+    }
 }
 
 /// One fiber's loop: claim the next request until there are none left. A request

@@ -553,3 +553,27 @@ fn get_progress_counts_finished_requests_and_errors() {
     assert!(finished < 6, "{line:?}");
     assert!(line.contains("/6 done, 0 errors"), "{line:?}");
 }
+
+#[test]
+fn get_stops_on_ctrl_c_and_prints_the_summary_so_far() {
+    let server = DelayServer::start(&["--delay", "100ms"]);
+    // Far more requests than the run will see: only Ctrl-C ends it.
+    let child = Command::new(env!("CARGO_BIN_EXE_neverblock"))
+        .args(["get", server.1.as_str(), "-n", "1000000", "-c", "4", "--threads", "1", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run neverblock");
+    // Some requests finish first (about 40 a second); four are in flight when the signal comes.
+    #[expect(clippy::disallowed_methods, reason = "a plain test thread lets the child run a while")]
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // The child is not reaped yet, so its pid is still its own.
+    let kill = Command::new("sh").arg("-c").arg(format!("kill -INT {}", child.id())).status().unwrap();
+    assert!(kill.success());
+    let (status, stdout, stderr) = finish_within(child, std::time::Duration::from_secs(30));
+    assert_eq!(status.code(), Some(130), "{status}: {stdout} {stderr}");
+    let row: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout:?} {stderr}"));
+    assert_eq!(row["interrupted"], true, "{row}");
+    assert!(row["ok"].as_u64().unwrap() > 0, "{row}");
+    assert_eq!(row["errors"], serde_json::json!({}), "requests cut short are not failures: {row}");
+}

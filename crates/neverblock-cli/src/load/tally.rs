@@ -43,6 +43,8 @@ impl Tally {
 #[derive(Debug, Default)]
 pub(crate) struct Outcome {
     pub(crate) elapsed: Duration,
+    /// Whether Ctrl-C stopped the run (requests in flight then are not counted).
+    pub(crate) interrupted: bool,
     /// Latencies of the requests answered 2xx.
     pub(crate) latencies: Histogram,
     /// Failures by kind or status.
