@@ -26,7 +26,8 @@ pub(crate) struct GetArgs {
     /// Reuse connections (otherwise each request opens and closes its own).
     #[arg(long)]
     keepalive: bool,
-    /// Runtime threads (default: one per core).
+    /// Runtime threads (default: one per core; at most one per concurrent request). Each takes a
+    /// few file descriptors: more than the open-files limit allows is refused up front.
     #[arg(long)]
     threads: Option<usize>,
     /// Connect and read timeout per request (each read and write waits at most this long).
@@ -44,13 +45,15 @@ pub(crate) struct GetArgs {
 /// ends the process at once.
 pub(crate) fn run(args: GetArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.concurrency > 0 && args.requests > 0, "-n and -c must be at least 1");
+    let threads = args.threads.unwrap_or_else(neverblock::runtime::available_threads).clamp(1, args.concurrency);
+    check_descriptors(threads, args.concurrency)?;
     let interrupt = Arc::new(Interrupt::install().context("watch for Ctrl-C")?);
     let load = Load {
         url: args.url.clone(),
         requests: args.requests,
         concurrency: args.concurrency,
         keepalive: args.keepalive,
-        threads: args.threads.unwrap_or_else(neverblock::runtime::available_threads),
+        threads,
         timeout: args.timeout,
         total_timeout: args.total_timeout,
         progress: !args.json,
@@ -99,6 +102,45 @@ pub(crate) fn run(args: GetArgs) -> anyhow::Result<()> {
         println!("  peak memory: {:.1} MiB", bytes as f64 / f64::from(1 << 20));
     }
     succeeded(&outcome)
+}
+
+/// Descriptors one runtime thread holds: its epoll instance, its wake-up eventfd, and the socket
+/// pair Ctrl-C arrives on.
+const FDS_PER_THREAD: u64 = 4;
+/// Descriptors the process holds besides its threads' (the standard streams, signal pipes), with room
+/// to spare.
+const FDS_RESERVED: u64 = 16;
+
+/// Raises the soft open-files limit to the hard one (as Go does at start-up), then refuses a
+/// thread count whose descriptors alone would not fit under it, and warns when the connections
+/// would not either.
+fn check_descriptors(threads: usize, concurrency: usize) -> anyhow::Result<()> {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current < limit.maximum {
+        let raised = rustix::process::Rlimit { current: limit.maximum, ..limit };
+        match setrlimit(Resource::Nofile, raised) {
+            Ok(()) => limit.current = limit.maximum,
+            Err(e) => log::info!("the open-files limit stays at {:?}: {e}", limit.current),
+        }
+    }
+    // `None`: no limit.
+    let Some(limit) = limit.current else { return Ok(()) };
+    let needed = threads as u64 * FDS_PER_THREAD + FDS_RESERVED;
+    anyhow::ensure!(
+        needed <= limit,
+        "--threads {threads} needs about {needed} file descriptors ({FDS_PER_THREAD} per runtime thread and \
+         {FDS_RESERVED} for the process), more than the open-files limit of {limit} (ulimit -n): use fewer \
+         threads or raise the limit"
+    );
+    if needed + concurrency as u64 > limit {
+        log::warn!(
+            "-c {concurrency} connections at once and {threads} runtime threads need about {} file descriptors, \
+             more than the open-files limit of {limit} (ulimit -n): expect 'Too many open files' errors",
+            needed + concurrency as u64
+        );
+    }
+    Ok(())
 }
 
 /// Ends the command as the run did: exit 130 if Ctrl-C stopped it (the shell's code for SIGINT);

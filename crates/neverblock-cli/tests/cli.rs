@@ -577,3 +577,12 @@ fn get_stops_on_ctrl_c_and_prints_the_summary_so_far() {
     assert!(row["ok"].as_u64().unwrap() > 0, "{row}");
     assert_eq!(row["errors"], serde_json::json!({}), "requests cut short are not failures: {row}");
 }
+
+#[test]
+fn get_refuses_more_threads_than_the_descriptor_limit_allows() {
+    let args = ["get", "http://127.0.0.1:1/", "-n", "200", "-c", "200", "--threads", "100"];
+    let (status, stdout, stderr) = neverblock_with_fd_limit(64, &args, std::time::Duration::from_secs(60));
+    assert!(!status.success(), "{stdout}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.contains("--threads 100 needs about") && stderr.contains("open-files limit of 64"), "{stderr}");
+}
