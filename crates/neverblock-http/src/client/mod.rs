@@ -93,11 +93,28 @@ impl Default for Client {
 
 impl Client {
     /// A client with the default settings (see [`ClientBuilder`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let client = neverblock_http::Client::new();
+    /// let err = client.get("http://127.0.0.1:1/").unwrap_err();
+    /// assert_eq!(err.kind(), neverblock_http::ErrorKind::Refused);
+    /// ```
     pub fn new() -> Client {
         ClientBuilder::default().build().expect("the built-in roots are valid")
     }
 
     /// Settings for a new client.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let client = neverblock_http::Client::builder().total_timeout(Duration::from_secs(10)).build().unwrap();
+    /// # drop(client);
+    /// ```
     pub fn builder() -> ClientBuilder {
         ClientBuilder::default()
     }
@@ -107,6 +124,13 @@ impl Client {
     /// # Errors
     ///
     /// See [`ErrorKind`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let response = neverblock_http::Client::new().get("http://127.0.0.1:8080/").unwrap();
+    /// println!("{}", response.text());
+    /// ```
     pub fn get(&self, url: &str) -> Result<Response, Error> {
         self.request(&Request::new("GET", url))
     }
@@ -116,6 +140,13 @@ impl Client {
     /// # Errors
     ///
     /// See [`ErrorKind`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let response = neverblock_http::Client::new().head("http://127.0.0.1:8080/big.iso").unwrap();
+    /// println!("{:?} bytes", response.header("content-length"));
+    /// ```
     pub fn head(&self, url: &str) -> Result<Response, Error> {
         self.request(&Request::new("HEAD", url))
     }
@@ -125,6 +156,13 @@ impl Client {
     /// # Errors
     ///
     /// See [`ErrorKind`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let response = neverblock_http::Client::new().post("http://127.0.0.1:8080/echo", "hello").unwrap();
+    /// assert_eq!(response.status(), 200);
+    /// ```
     pub fn post(&self, url: &str, body: impl Into<Vec<u8>>) -> Result<Response, Error> {
         self.request(&Request::new("POST", url).body(body))
     }
@@ -137,6 +175,16 @@ impl Client {
     ///
     /// See [`ErrorKind`]; a timeout of the whole request is `TotalTimeout`
     /// whatever phase it cut short.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use neverblock_http::{Client, Request};
+    ///
+    /// let request = Request::new("PUT", "http://127.0.0.1:8080/item/1").header("Content-Type", "text/plain").body("one");
+    /// let response = Client::new().request(&request).unwrap();
+    /// assert_eq!(response.status(), 204);
+    /// ```
     pub fn request(&self, request: &Request) -> Result<Response, Error> {
         self.within_total(request, |deadline| {
             self.follow(request, Upload::Bytes(&request.body), deadline)?.into_response()
