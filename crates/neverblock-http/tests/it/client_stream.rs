@@ -195,3 +195,22 @@ fn a_body_read_past_the_total_timeout_fails_as_a_total_timeout() {
     assert_eq!(kind, ErrorKind::TotalTimeout);
     assert_eq!(again, Err(ErrorKind::TotalTimeout), "a failed stream keeps failing");
 }
+
+#[test]
+fn a_stream_moves_to_another_thread_and_is_read_there() {
+    let server = TestServer::start(Behaviour::Chunked { chunks: vec![b"from ".to_vec(), b"afar".to_vec()] });
+    let client = Client::new();
+    // Outside a runtime, then on a plain thread: a stream owns its connection and its slot.
+    let response = client.send(&get(&server.url("/"))).unwrap();
+    let body = std::thread::spawn(move || {
+        let mut response = response;
+        let mut body = String::new();
+        response.read_to_string(&mut body).map(|_| body)
+    })
+    .join()
+    .unwrap()
+    .unwrap();
+    assert_eq!(body, "from afar");
+    client.get(&server.url("/")).unwrap();
+    assert_eq!(server.connections(), 1, "the connection read to its end on the other thread was reused");
+}
