@@ -5,6 +5,10 @@
 #[cfg(feature = "client")]
 mod client;
 #[cfg(feature = "client")]
+mod client_rfc;
+#[cfg(feature = "client")]
+mod client_stream;
+#[cfg(feature = "client")]
 mod fixtures;
 #[cfg(feature = "server")]
 mod server;
