@@ -152,9 +152,8 @@ fn exchange(lp: &Loop, conn: &mut BufferedConn<Socket>, head: &Head, message: &M
         _ => true,
     };
     close |= !message.keep_alive || lp.registry.is_stopping() || (!body_done && (state.continue_owed || !drainable));
-    let hold = !close && body_done && conn.has_buffered();
     socket.set_write_budget(Budget::Floor(Floor::new(config.timeouts.send, config.timeouts.min_rate)));
-    let cx = Context { head_request: head.method() == "HEAD", version: message.version, close, hold };
+    let cx = Context { head_request: head.method() == "HEAD", version: message.version, close };
     let sent = respond::send(&socket, &mut response, cx);
     report(lp, Some(head), Some(message), &response, sent, ends, started);
     if !sent.complete {
@@ -195,7 +194,7 @@ fn refuse(lp: &Loop, socket: &Socket, refusal: &Refusal, head: Option<&Head>, en
     let mut response = error_response(refusal.status, &refusal.why);
     let timeouts = lp.config.timeouts;
     socket.set_write_budget(Budget::Floor(Floor::new(timeouts.send, timeouts.min_rate)));
-    let cx = Context { head_request: false, version: 1, close: true, hold: false };
+    let cx = Context { head_request: false, version: 1, close: true };
     let sent = respond::send(socket, &mut response, cx);
     report(lp, head, None, &response, sent, ends, started);
     if sent.complete {
