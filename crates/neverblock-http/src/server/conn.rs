@@ -120,6 +120,8 @@ fn exchange(lp: &Loop, conn: &mut BufferedConn<Socket>, head: &Head, message: &M
     };
     let mut state = BodyState::new(decoder, message.expect_continue);
     socket.set_read_budget(Budget::Floor(Floor::new(config.timeouts.body, config.timeouts.min_rate)));
+    // The `100 Continue` a body's first read sends is bounded like a response.
+    socket.set_write_budget(Budget::Floor(Floor::new(config.timeouts.send, config.timeouts.min_rate)));
     let mut close = false;
     let mut response = if head.target() == "*" {
         // `OPTIONS *` asks about the server itself: nothing to add to a plain 200.
