@@ -3,10 +3,18 @@
 mod delay_client;
 mod fiber_chain;
 mod fiber_switch;
+mod http_hello;
+mod http_load;
+mod http_static;
+mod nginx;
 mod peers;
 mod raw;
 mod report;
 mod runtime;
+mod servers;
+mod side_by_side;
+mod slow_clients;
+mod throttle;
 
 use clap::{Args, Subcommand};
 
@@ -27,6 +35,15 @@ pub(crate) enum Bench {
     Sleepers(runtime::SleepersArgs),
     /// delay_client: 1000 GETs against a server that answers after D ms (NeverBlock's benchmark).
     DelayClient(delay_client::DelayClientArgs),
+    /// Requests/s for a 13-byte answer over 100 keep-alive connections (vs nginx, Go net/http, may_minihttp).
+    HttpHello(http_hello::HelloArgs),
+    /// Requests/s for a 13-byte and a 1 MiB file from `neverblock serve` (vs nginx with sendfile, Go's FileServer).
+    HttpStatic(http_static::StaticArgs),
+    /// C clients each downloading a 20 MB file at 1 MB/s: aggregate MB/s, time to first byte, checked bytes (vs nginx).
+    SlowClients(slow_clients::SlowClientsArgs),
+    /// The server `http-hello` measures, alone: answers every request `hello, world` (prints its URL).
+    #[command(hide = true)]
+    ServeHello(http_hello::ServeHelloArgs),
     /// Every benchmark but `sleepers` (a million fibers), `delay-client` (a server per delay) and
     /// `fiber-chain --max`, with defaults.
     All(Common),
@@ -39,7 +56,7 @@ pub(crate) struct Common {
     #[arg(long)]
     json: bool,
     /// Also run the peers each benchmark has, when installed: raw corosensei (the floor), MRI Ruby, Go,
-    /// Python gevent.
+    /// Python gevent; nginx, Go net/http and may_minihttp for the HTTP servers.
     #[arg(long)]
     peers: bool,
 }
@@ -61,6 +78,10 @@ impl Bench {
             Bench::ChannelPingPong(args) => runtime::ping_pong(args),
             Bench::Sleepers(args) => runtime::sleepers(args),
             Bench::DelayClient(args) => delay_client::run(args),
+            Bench::HttpHello(args) => http_hello::run(args),
+            Bench::HttpStatic(args) => http_static::run(args),
+            Bench::SlowClients(args) => slow_clients::run(args),
+            Bench::ServeHello(args) => http_hello::serve(args),
             Bench::All(common) => {
                 fiber_chain::run(fiber_chain::ChainArgs::defaults(common.clone()))?;
                 fiber_switch::run(fiber_switch::SwitchArgs::defaults(common.clone()))?;
