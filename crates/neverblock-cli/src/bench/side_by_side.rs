@@ -90,6 +90,8 @@ struct Measured {
     errors: u64,
     /// CPUs the server kept busy, on average, while loaded.
     server_cpus: f64,
+    /// CPUs the load generator kept busy.
+    load_cpus: f64,
     /// CPUs kept busy by everything else on the machine (neither the server nor the load
     /// generator): more than a few hundredths and the figures were disturbed.
     others_cpus: f64,
@@ -123,16 +125,22 @@ fn once(
     let others =
         machine.saturating_sub(before[2]).saturating_sub(server_cpu - before[0]).saturating_sub(own - before[1]);
     drop(server);
-    Some(summarise(contender.name, &tally, args.duration, server_cpus, others.as_secs_f64() / seconds))
+    let cpus = Cpus {
+        server: server_cpus,
+        load: (own - before[1]).as_secs_f64() / seconds,
+        others: others.as_secs_f64() / seconds,
+    };
+    Some(summarise(contender.name, &tally, args.duration, cpus))
 }
 
-fn summarise(
-    name: &str,
-    tally: &Tally,
-    duration: Duration,
-    server_cpus: f64,
-    others_cpus: f64,
-) -> anyhow::Result<Measured> {
+/// CPUs kept busy while loaded, on average: by the server, the load generator, everything else.
+struct Cpus {
+    server: f64,
+    load: f64,
+    others: f64,
+}
+
+fn summarise(name: &str, tally: &Tally, duration: Duration, cpus: Cpus) -> anyhow::Result<Measured> {
     if let Some(error) = &tally.first_error {
         eprintln!("note: {name}: {} failed exchanges in the window; the first failure: {error}", tally.errors);
     }
@@ -143,8 +151,9 @@ fn summarise(
         p50_ms: ms(50.0),
         p99_ms: ms(99.0),
         errors: tally.errors,
-        server_cpus,
-        others_cpus,
+        server_cpus: cpus.server,
+        load_cpus: cpus.load,
+        others_cpus: cpus.others,
     })
 }
 
@@ -155,6 +164,8 @@ fn row(case: &Case<'_>, name: &str, runs: &[Measured]) -> Row {
         .metric("p50_ms", round3(median_of(|m| m.p50_ms)))
         .metric("p99_ms", round3(median_of(|m| m.p99_ms)))
         .metric("server_cpus", round3(median_of(|m| m.server_cpus)))
+        .metric("server_cpu_us_per_req", round3(median_of(|m| m.server_cpus / m.rate * 1e6)))
+        .metric("load_cpus", round3(median_of(|m| m.load_cpus)))
         .metric("others_cpus", round3(median_of(|m| m.others_cpus)))
         .metric("errors", runs.iter().map(|m| m.errors).sum::<u64>())
         .metric("runs", runs.len())

@@ -23,7 +23,7 @@ use neverblock::net::TcpStream;
 use neverblock::runtime::{self, Builder};
 use serde_json::json;
 
-use super::servers::{self, Content, TempDir};
+use super::servers::{self, machine_cpu_time, own_cpu_time, Content, ServerChild, TempDir};
 use super::side_by_side::{median, round3};
 use super::throttle::Bucket;
 use super::{nginx, report, Common, Row};
@@ -76,12 +76,10 @@ pub(crate) fn run(args: SlowClientsArgs) -> anyhow::Result<()> {
         let mut neverblock = Vec::new();
         let mut peer = Vec::new();
         for _ in 0..args.runs.max(1) {
-            let server = servers::neverblock(Content::Files(root), workers)?;
-            neverblock.push(download(server.addr, &file, clients, &args));
-            drop(server);
+            neverblock.push(measure(servers::neverblock(Content::Files(root), workers)?, &file, clients, &args));
             if args.common.peers {
                 if let Some(server) = nginx::start(Content::Files(root), workers) {
-                    peer.push(download(server?.addr, &file, clients, &args));
+                    peer.push(measure(server?, &file, clients, &args));
                 }
             }
         }
@@ -107,6 +105,20 @@ fn contents(len: u64) -> Vec<u8> {
         .collect()
 }
 
+/// Runs the clients against `server` for a window, then stops it; the tally has the CPUs the server
+/// and everything else on the machine kept busy meanwhile.
+fn measure(server: ServerChild, file: &Arc<Vec<u8>>, clients: usize, args: &SlowClientsArgs) -> Tally {
+    let before = [server.cpu_time(), own_cpu_time(), machine_cpu_time()];
+    let mut tally = download(server.addr, file, clients, args);
+    let [server_cpu, own, machine] = [server.cpu_time(), own_cpu_time(), machine_cpu_time()];
+    let window = args.window.as_secs_f64();
+    tally.server_cpus = (server_cpu - before[0]).as_secs_f64() / window;
+    let others =
+        machine.saturating_sub(before[2]).saturating_sub(server_cpu - before[0]).saturating_sub(own - before[1]);
+    tally.others_cpus = others.as_secs_f64() / window;
+    tally
+}
+
 /// What the clients of one window saw.
 #[derive(Debug, Default)]
 struct Tally {
@@ -118,6 +130,10 @@ struct Tally {
     first_bad: Option<String>,
     ttfb: Histogram,
     ttfb_total: Duration,
+    /// CPUs the server kept busy, on average.
+    server_cpus: f64,
+    /// CPUs everything but the server and the clients kept busy.
+    others_cpus: f64,
 }
 
 impl Tally {
@@ -340,6 +356,8 @@ fn row(name: &str, params: &serde_json::Value, clients: usize, args: &SlowClient
         .metric("ttfb_p99_ms", round3(median_of(&p99)))
         .metric("completed", runs.iter().map(|t| t.completed).sum::<u64>())
         .metric("bad_downloads", runs.iter().map(|t| t.bad).sum::<u64>())
+        .metric("server_cpus", round3(median_of(&|t| t.server_cpus)))
+        .metric("others_cpus", round3(median_of(&|t| t.others_cpus)))
         .metric("runs", runs.len())
 }
 
