@@ -58,6 +58,8 @@ pub(crate) struct SlowClientsArgs {
 const BUCKET: usize = 64 * 1024;
 /// A client reads once its bucket holds this much (or the rest of the file).
 const READ_AT: usize = 32 * 1024;
+/// How long the client threads have to make their buffers before the window opens.
+const PREPARE: Duration = Duration::from_millis(300);
 /// How long a client whose connection failed waits before the next.
 const RECONNECT_PAUSE: Duration = Duration::from_millis(10);
 
@@ -157,17 +159,23 @@ fn download(addr: SocketAddr, file: &Arc<Vec<u8>>, clients: usize, args: &SlowCl
     let threads = runtime::available_threads().min(clients);
     let (file, rate, window) = (file.clone(), args.rate, args.window);
     let tally = Builder::new().threads(threads).run(move || {
-        let closes = Instant::now() + window;
+        // Every thread first makes its clients' buffers (touched, so no page is first faulted in
+        // while the window runs), then all clients start at once when the window opens.
+        let opens = Instant::now() + PREPARE;
+        let closes = opens + window;
         let handles: Vec<_> = (0..threads)
             .map(|t| {
                 let file = file.clone();
                 let here = clients / threads + usize::from(t < clients % threads);
                 runtime::spawn_on(t, move || {
                     let tally = Rc::new(RefCell::new(Tally::default()));
-                    let fibers: Vec<_> = (0..here)
-                        .map(|_| {
+                    let buffers: Vec<Vec<u8>> = (0..here).map(|_| vec![1u8; BUCKET]).collect();
+                    neverblock::sleep_until(opens);
+                    let fibers: Vec<_> = buffers
+                        .into_iter()
+                        .map(|buf| {
                             let (file, tally) = (file.clone(), tally.clone());
-                            neverblock::spawn(move || client(addr, &file, rate, closes, &tally))
+                            neverblock::spawn(move || client(addr, &file, rate, closes, buf, &tally))
                         })
                         .collect();
                     fibers.into_iter().for_each(|f| f.join().expect("a client panicked"));
@@ -196,8 +204,7 @@ enum End {
 }
 
 /// One client: downloads the file again and again until the window closes.
-fn client(addr: SocketAddr, file: &[u8], rate: u64, closes: Instant, tally: &RefCell<Tally>) {
-    let mut buf = vec![0u8; BUCKET];
+fn client(addr: SocketAddr, file: &[u8], rate: u64, closes: Instant, mut buf: Vec<u8>, tally: &RefCell<Tally>) {
     let request = format!("GET /file.bin HTTP/1.1\r\nHost: {addr}\r\n\r\n").into_bytes();
     loop {
         let asked = Instant::now();
