@@ -1,7 +1,13 @@
 //! Request-rate measurements of several servers in one run: each server started on its CPUs, loaded
-//! by [`http_load`](super::http_load) from the others, measured `runs` times in rounds that
-//! alternate the servers (so a slow spell of the machine falls on all of them), and reported as
-//! medians.
+//! by [`http_load`](super::http_load) from the others, measured in rounds that alternate the
+//! servers (so a slow spell of the machine falls on all of them), and reported as medians.
+//!
+//! A machine shared with other work (a CI runner, a developer's build) steals CPU time from
+//! whichever server it happens to meet. So a round in which everything else on the machine kept
+//! more than [`DISTURBED`] of a CPU busy during any server's measurement is disturbed: rounds go on
+//! (up to three times `--runs`) until `--runs` of them are calm, and rows are medians over the calm
+//! rounds (`calm` 1), where every server met the same quiet machine, or over all rounds (`calm` 0)
+//! when none was.
 
 use std::time::Duration;
 
@@ -24,7 +30,8 @@ pub(crate) struct LoadArgs {
     /// How long each measurement loads the server before counting.
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     pub(crate) warmup: Duration,
-    /// Measurements of each server, in rounds alternating the servers; rows give medians.
+    /// Calm rounds wanted, each measuring every server once (at most three times as many rounds
+    /// run); rows give medians.
     #[arg(long, default_value_t = 3)]
     pub(crate) runs: usize,
 }
@@ -57,30 +64,53 @@ pub(crate) fn measure(case: &Case<'_>, contenders: &[Contender<'_>], args: &Load
         placement.describe(),
         placement.load_threads
     );
-    let mut results: Vec<Vec<Measured>> = contenders.iter().map(|_| Vec::new()).collect();
+    // Each round measures every contender once; `rounds[r][i]` is contender i's measurement.
+    let mut rounds: Vec<Vec<Option<Measured>>> = Vec::new();
     let mut dropped = vec![false; contenders.len()];
-    for _ in 0..args.runs.max(1) {
+    let wanted = args.runs.max(1);
+    while rounds.iter().filter(|round| is_calm(round)).count() < wanted && rounds.len() < 3 * wanted {
+        let mut round = Vec::new();
         for (i, contender) in contenders.iter().enumerate() {
-            if dropped[i] {
-                continue;
-            }
-            match once(case, contender, &placement, args) {
-                Some(Ok(measured)) => results[i].push(measured),
+            let measured = match dropped[i] {
+                true => None,
+                false => once(case, contender, &placement, args),
+            };
+            round.push(match measured {
+                Some(Ok(measured)) => Some(measured),
                 Some(Err(e)) => {
                     eprintln!("note: {} skipped: {e:#}", contender.name);
                     dropped[i] = true;
+                    None
                 }
-                None => dropped[i] = true,
-            }
+                None => {
+                    dropped[i] = true;
+                    None
+                }
+            });
         }
+        rounds.push(round);
     }
+    // The calm rounds if there are any (every server met the same quiet machine), else all.
+    let calm = rounds.iter().any(|round| is_calm(round));
+    let used: Vec<&Vec<Option<Measured>>> = rounds.iter().filter(|round| !calm || is_calm(round)).collect();
     contenders
         .iter()
-        .zip(results)
-        .filter(|(_, runs)| !runs.is_empty())
-        .map(|(contender, runs)| row(case, contender.name, &runs))
+        .enumerate()
+        .filter_map(|(i, contender)| {
+            let runs: Vec<&Measured> = used.iter().filter_map(|round| round[i].as_ref()).collect();
+            (!runs.is_empty()).then(|| row(case, contender.name, &runs, rounds.len(), calm))
+        })
         .collect()
 }
+
+/// Whether nothing else on the machine disturbed any measurement of the round.
+fn is_calm(round: &[Option<Measured>]) -> bool {
+    round.iter().flatten().all(|m| m.others_cpus <= DISTURBED)
+}
+
+/// How much of a CPU everything else on the machine may keep busy during a measurement that counts
+/// as undisturbed.
+const DISTURBED: f64 = 0.1;
 
 /// One measurement's figures.
 struct Measured {
@@ -157,8 +187,9 @@ fn summarise(name: &str, tally: &Tally, duration: Duration, cpus: Cpus) -> anyho
     })
 }
 
-fn row(case: &Case<'_>, name: &str, runs: &[Measured]) -> Row {
-    let median_of = |f: fn(&Measured) -> f64| median(runs.iter().map(f).collect());
+/// A row of medians over `runs`, from `rounds` rounds, which were `calm` ones or all of them.
+fn row(case: &Case<'_>, name: &str, runs: &[&Measured], rounds: usize, calm: bool) -> Row {
+    let median_of = |f: fn(&Measured) -> f64| median(runs.iter().map(|m| f(m)).collect());
     Row::new(case.bench, name, case.params.clone())
         .metric("requests_per_s", median_of(|m| m.rate).round())
         .metric("p50_ms", round3(median_of(|m| m.p50_ms)))
@@ -169,6 +200,8 @@ fn row(case: &Case<'_>, name: &str, runs: &[Measured]) -> Row {
         .metric("others_cpus", round3(median_of(|m| m.others_cpus)))
         .metric("errors", runs.iter().map(|m| m.errors).sum::<u64>())
         .metric("runs", runs.len())
+        .metric("rounds", rounds)
+        .metric("calm", u8::from(calm))
 }
 
 /// The median (the mean of the middle two for an even count); 0 for none.
