@@ -602,3 +602,67 @@ fn get_refuses_more_threads_than_the_descriptor_limit_allows() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(stderr.contains("--threads 100 needs about") && stderr.contains("open-files limit of 64"), "{stderr}");
 }
+
+/// Whether nginx runs here (Debian installs it in /usr/sbin, which may not be on PATH).
+fn nginx_installed() -> bool {
+    installed("nginx", "-v") || installed("/usr/sbin/nginx", "-v")
+}
+
+/// The JSON rows of a bench that must succeed, with every row's params and metrics checked to be
+/// objects.
+fn bench_rows(args: &[&str]) -> (Vec<Value>, String) {
+    let (ok, stdout, stderr) = neverblock(args);
+    assert!(ok, "{stderr}");
+    let rows = rows(&stdout);
+    for row in &rows {
+        assert!(row["params"].is_object() && row["metrics"].is_object(), "{row}");
+    }
+    (rows, stderr)
+}
+
+#[test]
+fn http_hello_bench_measures_each_server_beside_neverblock() {
+    let args = ["bench", "http-hello", "--workers", "1", "-c", "8", "--duration", "300ms", "--warmup", "100ms"];
+    let (rows, stderr) = bench_rows(&[&args[..], &["--runs", "1", "--json", "--peers"]].concat());
+    let ours = rows.iter().find(|r| r["impl"] == "neverblock").expect("neverblock's row");
+    assert!(ours["metrics"]["requests_per_s"].as_f64().unwrap() > 0.0, "{ours}");
+    assert_eq!(ours["metrics"]["errors"], 0, "{ours}");
+    assert_eq!(ours["params"]["connections"], 8);
+    assert_eq!(rows.iter().any(|r| r["impl"] == "nginx"), nginx_installed(), "{stderr}");
+    assert_eq!(rows.iter().any(|r| r["impl"] == "go-net-http"), installed("go", "version"), "{stderr}");
+    for row in rows.iter().filter(|r| r["impl"] != "neverblock") {
+        assert!(row["metrics"]["vs_neverblock_ratio"].as_f64().is_some_and(|r| r > 0.0), "{row}");
+        assert_eq!(row["metrics"]["errors"], 0, "every server answers the 13 bytes: {row}");
+    }
+}
+
+#[test]
+fn http_static_bench_measures_both_files_from_serve_and_its_peers() {
+    let args = ["bench", "http-static", "--workers", "1", "-c", "4", "--duration", "300ms", "--warmup", "100ms"];
+    let (rows, stderr) = bench_rows(&[&args[..], &["--runs", "1", "--json", "--peers"]].concat());
+    for file in ["hello.txt", "1mib.bin"] {
+        let ours = rows.iter().find(|r| r["impl"] == "neverblock" && r["params"]["file"] == file).expect(file);
+        assert!(ours["metrics"]["requests_per_s"].as_f64().unwrap() > 0.0, "{ours}");
+        assert_eq!(ours["metrics"]["errors"], 0, "{ours}");
+        let nginx = rows.iter().any(|r| r["impl"] == "nginx" && r["params"]["file"] == file);
+        assert_eq!(nginx, nginx_installed(), "{stderr}");
+    }
+    let go = rows.iter().filter(|r| r["impl"] == "go-file-server").count();
+    assert_eq!(go, if installed("go", "version") { 2 } else { 0 }, "{stderr}");
+}
+
+#[test]
+fn slow_clients_bench_downloads_whole_files_under_the_throttle_and_checks_them() {
+    // 3 clients at 1 MB/s, a 100 kB file: about ten whole downloads each in the window.
+    let args = ["bench", "slow-clients", "-c", "3", "--window", "1s", "--file-size", "100kB", "--rate", "1MB"];
+    let (rows, stderr) = bench_rows(&[&args[..], &["--workers", "1", "--json", "--peers"]].concat());
+    assert_eq!(rows.iter().any(|r| r["impl"] == "nginx"), nginx_installed(), "{stderr}");
+    for row in &rows {
+        let metrics = &row["metrics"];
+        assert_eq!(metrics["bad_downloads"], 0, "{row}");
+        assert!(metrics["completed"].as_u64().unwrap() >= 3, "clients that finish start again: {row}");
+        let rate = metrics["mb_per_s"].as_f64().unwrap();
+        assert!(rate > 0.0 && rate <= 3.3, "the throttle holds each client to about 1 MB/s: {row}");
+        assert!(metrics["ttfb_p99_ms"].as_f64().unwrap() > 0.0, "{row}");
+    }
+}

@@ -4,12 +4,20 @@ mod app_sleep;
 mod delay_client;
 mod fiber_chain;
 mod fiber_switch;
+mod http_hello;
+mod http_load;
+mod http_static;
 mod idle_connections;
+mod nginx;
 mod peers;
 mod pg;
 mod raw;
 mod report;
 mod runtime;
+mod servers;
+mod side_by_side;
+mod slow_clients;
+mod throttle;
 
 use clap::{Args, Subcommand};
 
@@ -42,8 +50,17 @@ pub(crate) enum Bench {
     /// An HTTP endpoint that runs `select pg_sleep(1)`, ten clients at once: one blocking worker vs
     /// neverblock's server (NeverBlock's "Rails 12x faster" experiment).
     AppSleep(app_sleep::AppSleepArgs),
-    /// Every benchmark but `sleepers` (a million fibers), `delay-client` (a server per delay), `idle-connections`, the `pg-*`
-    /// ones (a PostgreSQL server each) and `fiber-chain --max`, with defaults.
+    /// Requests/s for a 13-byte answer over 100 keep-alive connections (vs nginx, Go net/http, may_minihttp).
+    HttpHello(http_hello::HelloArgs),
+    /// Requests/s for a 13-byte and a 1 MiB file from `neverblock serve` (vs nginx with sendfile, Go's FileServer).
+    HttpStatic(http_static::StaticArgs),
+    /// C clients each downloading a 20 MB file at 1 MB/s: aggregate MB/s, time to first byte, checked bytes (vs nginx).
+    SlowClients(slow_clients::SlowClientsArgs),
+    /// The server `http-hello` measures, alone: answers every request `hello, world` (prints its URL).
+    #[command(hide = true)]
+    ServeHello(http_hello::ServeHelloArgs),
+    /// The fiber and runtime benchmarks (fiber-chain, fiber-switch, spawn-join, channel-ping-pong)
+    /// with defaults.
     All(Common),
 }
 
@@ -54,7 +71,8 @@ pub(crate) struct Common {
     #[arg(long)]
     json: bool,
     /// Also run the peers each benchmark has, when installed: raw corosensei (the floor), MRI Ruby, Go,
-    /// Python gevent; Go pgx and tokio-postgres for pg-mix and pg-select1.
+    /// Python gevent; Go pgx and tokio-postgres for pg-mix and pg-select1; nginx, Go net/http and
+    /// may_minihttp for the HTTP servers.
     #[arg(long)]
     peers: bool,
 }
@@ -81,6 +99,10 @@ impl Bench {
             Bench::PgMix(args) => pg::mix(args),
             Bench::PgSelect1(args) => pg::select1(args),
             Bench::AppSleep(args) => app_sleep::run(args),
+            Bench::HttpHello(args) => http_hello::run(args),
+            Bench::HttpStatic(args) => http_static::run(args),
+            Bench::SlowClients(args) => slow_clients::run(args),
+            Bench::ServeHello(args) => http_hello::serve(args),
             Bench::All(common) => {
                 fiber_chain::run(fiber_chain::ChainArgs::defaults(common.clone()))?;
                 fiber_switch::run(fiber_switch::SwitchArgs::defaults(common.clone()))?;

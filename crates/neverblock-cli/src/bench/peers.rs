@@ -15,6 +15,10 @@ const GO_DELAY_CLIENT: &str = include_str!("../../../../peers/go/delayclient/mai
 const GO_DELAY_SERVER: &str = include_str!("../../../../peers/go/delayserver/main.go");
 const RUBY_DELAY_CLIENT: &str = include_str!("../../../../peers/ruby/delay_client.rb");
 const PYTHON_DELAY_CLIENT: &str = include_str!("../../../../peers/python/delay_client.py");
+const GO_HTTP_SERVER: &str = include_str!("../../../../peers/go/httpserver/main.go");
+const MINIHTTP_MANIFEST: &str = include_str!("../../../../peers/rust/minihttp/Cargo.toml");
+const MINIHTTP_LOCK: &str = include_str!("../../../../peers/rust/minihttp/Cargo.lock");
+const MINIHTTP_MAIN: &str = include_str!("../../../../peers/rust/minihttp/src/main.rs");
 
 /// Runs every installed peer of `bench` with `params` (`--name value` flags) and returns their rows.
 pub(crate) fn run(bench: &str, params: &[(&str, String)]) -> Vec<Row> {
@@ -173,6 +177,58 @@ pub(crate) fn go_delay_server() -> Option<&'static PathBuf> {
 fn go_binary() -> Option<&'static PathBuf> {
     static BINARY: OnceLock<Option<PathBuf>> = OnceLock::new();
     BINARY.get_or_init(|| go_build("fiberbench", GO_FIBERBENCH)).as_ref()
+}
+
+/// Builds the Go net/http server peer once per process.
+pub(crate) fn go_http_server() -> Option<&'static PathBuf> {
+    static BINARY: OnceLock<Option<PathBuf>> = OnceLock::new();
+    BINARY.get_or_init(|| go_build("httpserver", GO_HTTP_SERVER)).as_ref()
+}
+
+/// Builds the may_minihttp peer (once per process; cargo keeps the build between runs, in a
+/// directory of its own under the temporary directory, so only the first run compiles it), or
+/// `None` with a note when cargo is missing or the build fails (crates.io unreachable, say).
+pub(crate) fn minihttp_binary() -> Option<&'static PathBuf> {
+    static BINARY: OnceLock<Option<PathBuf>> = OnceLock::new();
+    BINARY
+        .get_or_init(|| {
+            let built = build_minihttp();
+            if let Err(e) = &built {
+                eprintln!("note: may_minihttp peer skipped: {e:#}");
+            }
+            built.ok()
+        })
+        .as_ref()
+}
+
+fn build_minihttp() -> anyhow::Result<PathBuf> {
+    use anyhow::Context;
+    anyhow::ensure!(installed("cargo", "--version"), "`cargo` is not installed");
+    let dir = std::env::temp_dir().join("neverblock-peer-minihttp");
+    std::fs::create_dir_all(dir.join("src"))?;
+    // Written only when changed, so cargo sees the last build as fresh.
+    for (name, text) in
+        [("Cargo.toml", MINIHTTP_MANIFEST), ("Cargo.lock", MINIHTTP_LOCK), ("src/main.rs", MINIHTTP_MAIN)]
+    {
+        let path = dir.join(name);
+        if std::fs::read_to_string(&path).ok().as_deref() != Some(text) {
+            std::fs::write(&path, text)?;
+        }
+    }
+    let target = dir.join("target");
+    let binary = target.join("release").join("minihttp-peer");
+    if !binary.exists() {
+        eprintln!("note: building the may_minihttp peer in {} (a minute or so, once)", dir.display());
+    }
+    let out = Command::new("cargo")
+        .args(["build", "--release", "--quiet", "--manifest-path"])
+        .arg(dir.join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&target)
+        .output()
+        .context("run cargo")?;
+    anyhow::ensure!(out.status.success(), "cargo build failed: {}", String::from_utf8_lossy(&out.stderr).trim());
+    Ok(binary)
 }
 
 /// Builds a single-file Go program, or `None` when Go is missing or the build fails.

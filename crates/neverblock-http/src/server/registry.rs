@@ -154,10 +154,10 @@ impl Registry {
 }
 
 impl Member {
-    /// Marks the connection idle (waiting for a request) or busy.
-    pub(super) fn set_idle(&self, idle: bool) {
+    /// Marks the connection idle (waiting for a request) since `since`, or busy (`None`).
+    pub(super) fn set_idle_since(&self, since: Option<Instant>) {
         if let Some(entry) = self.registry.entries.borrow_mut().get_mut(self.key) {
-            entry.idle_since = idle.then(Instant::now);
+            entry.idle_since = since;
         }
     }
 }

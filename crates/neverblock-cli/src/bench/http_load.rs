@@ -1,0 +1,222 @@
+//! Keep-alive HTTP load for the server benchmarks: `connections` fibers spread over the runtime's
+//! threads, each holding one connection and sending GET after GET on it (a closed loop, no
+//! pipelining, as `wrk` does), counted over a fixed window after a warm-up.
+//!
+//! It is lean so that it leaves the cores to the server it measures: a connection's request is
+//! one prebuilt buffer written whole, its response is read into one reused buffer and parsed by
+//! httparse (status and `Content-Length` only), and nothing is shared between threads while the
+//! load runs: each thread keeps its own tally, read once the window has closed. A response is
+//! timed from the end of the one before, so each costs one clock read, which also says whether it
+//! fell in the window.
+
+use std::cell::RefCell;
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use neverblock::net::TcpStream;
+use neverblock::runtime::{self, Builder};
+
+use crate::histogram::Histogram;
+
+/// The longest response head read.
+const HEAD_ROOM: usize = 16 * 1024;
+/// How much of a body is read at a time.
+const READ_SIZE: usize = 64 * 1024;
+/// How long a connection that failed waits before it connects again.
+const RECONNECT_PAUSE: Duration = Duration::from_millis(10);
+
+/// What to send, and for how long.
+#[derive(Clone, Debug)]
+pub(crate) struct Load {
+    pub(crate) addr: SocketAddr,
+    /// The request target, e.g. `/hello.txt`.
+    pub(crate) path: String,
+    /// The body length every answer must have (a 200 with another length counts as an error).
+    pub(crate) expect_len: u64,
+    pub(crate) connections: usize,
+    pub(crate) threads: usize,
+    pub(crate) warmup: Duration,
+    pub(crate) duration: Duration,
+}
+
+/// What the window saw.
+#[derive(Debug, Default)]
+pub(crate) struct Tally {
+    /// Responses completed in the window, each a 200 with the expected body.
+    pub(crate) requests: u64,
+    /// Their body bytes.
+    pub(crate) body_bytes: u64,
+    /// Failed exchanges (connection errors, other statuses, wrong lengths) in the window.
+    pub(crate) errors: u64,
+    /// The first failure's text, warm-up included.
+    pub(crate) first_error: Option<String>,
+    /// Latencies of the counted responses.
+    pub(crate) latencies: Histogram,
+}
+
+impl Tally {
+    fn merge(&mut self, other: Tally) {
+        self.requests += other.requests;
+        self.body_bytes += other.body_bytes;
+        self.errors += other.errors;
+        self.first_error = self.first_error.take().or(other.first_error);
+        self.latencies.merge(&other.latencies);
+    }
+
+    fn fail(&mut self, counted: bool, error: &io::Error) {
+        self.errors += u64::from(counted);
+        if self.first_error.is_none() {
+            self.first_error = Some(error.to_string());
+        }
+    }
+}
+
+/// When the window opens and closes.
+#[derive(Clone, Copy, Debug)]
+struct Window {
+    opens: Instant,
+    closes: Instant,
+}
+
+impl Window {
+    fn holds(&self, t: Instant) -> bool {
+        t >= self.opens && t < self.closes
+    }
+}
+
+/// Runs `load` on a runtime of its own (its threads are made by this thread, so they inherit its
+/// CPU affinity) and returns what the window saw.
+pub(crate) fn run(load: &Load) -> Tally {
+    let threads = load.threads.clamp(1, load.connections.max(1));
+    let load = load.clone();
+    Builder::new().threads(threads).run(move || {
+        let opens = Instant::now() + load.warmup;
+        let window = Window { opens, closes: opens + load.duration };
+        let request = format!("GET {} HTTP/1.1\r\nHost: {}\r\n\r\n", load.path, load.addr).into_bytes();
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (load, request) = (load.clone(), request.clone());
+                let connections = load.connections / threads + usize::from(t < load.connections % threads);
+                runtime::spawn_on(t, move || run_thread(&load, &request, connections, window))
+            })
+            .collect();
+        let mut tally = Tally::default();
+        for handle in handles {
+            tally.merge(handle.join().expect("a load thread panicked"));
+        }
+        tally
+    })
+}
+
+/// Runs `connections` connection fibers on this thread until the window closes; returns their
+/// tally (fibers still in an exchange then are cancelled with the runtime).
+fn run_thread(load: &Load, request: &[u8], connections: usize, window: Window) -> Tally {
+    let tally = Rc::new(RefCell::new(Tally::default()));
+    for _ in 0..connections {
+        let (tally, request, load) = (tally.clone(), request.to_vec(), load.clone());
+        neverblock::spawn(move || connection(&load, &request, window, &tally));
+    }
+    neverblock::sleep_until(window.closes);
+    tally.take()
+}
+
+/// One connection's loop: request, response, repeat, until the window closes; a failed connection
+/// is counted and replaced.
+fn connection(load: &Load, request: &[u8], window: Window, tally: &RefCell<Tally>) {
+    let mut buf = vec![0u8; HEAD_ROOM.max(READ_SIZE)];
+    loop {
+        let stream = match TcpStream::connect(load.addr) {
+            Ok(stream) => stream,
+            Err(e) => {
+                let now = Instant::now();
+                tally.borrow_mut().fail(window.holds(now), &e);
+                neverblock::sleep(RECONNECT_PAUSE);
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let mut start = Instant::now();
+        loop {
+            let result = exchange(&stream, request, &mut buf, load.expect_len);
+            let end = Instant::now();
+            if end >= window.closes {
+                return;
+            }
+            let counted = window.holds(end);
+            match result {
+                Ok(()) if counted => {
+                    let mut tally = tally.borrow_mut();
+                    tally.requests += 1;
+                    tally.body_bytes += load.expect_len;
+                    tally.latencies.record(end - start);
+                }
+                Ok(()) => {}
+                Err(e) => {
+                    tally.borrow_mut().fail(counted, &e);
+                    break;
+                }
+            }
+            start = end;
+        }
+    }
+}
+
+/// Sends `request` and reads its response whole: a 200 whose body is `expect_len` bytes, with
+/// nothing after it.
+fn exchange(stream: &TcpStream, request: &[u8], buf: &mut [u8], expect_len: u64) -> io::Result<()> {
+    let mut out = stream;
+    out.write_all(request)?;
+    let mut input = stream;
+    let mut filled = 0;
+    let (head_len, body_len) = loop {
+        if filled == HEAD_ROOM {
+            return Err(invalid("a response head longer than 16 KiB"));
+        }
+        let n = input.read(&mut buf[filled..HEAD_ROOM])?;
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        filled += n;
+        let mut headers = [httparse::EMPTY_HEADER; 32];
+        let mut response = httparse::Response::new(&mut headers);
+        match response.parse(&buf[..filled]) {
+            Ok(httparse::Status::Complete(head_len)) => {
+                if response.code != Some(200) {
+                    return Err(invalid(&format!("status {}", response.code.unwrap_or(0))));
+                }
+                break (head_len, content_length(response.headers)?);
+            }
+            Ok(httparse::Status::Partial) => {}
+            Err(e) => return Err(invalid(&format!("a malformed response head: {e}"))),
+        }
+    };
+    if body_len != expect_len {
+        return Err(invalid(&format!("a body of {body_len} bytes, not {expect_len}")));
+    }
+    let mut have = (filled - head_len) as u64;
+    while have < body_len {
+        let want = usize::try_from(body_len - have).unwrap_or(usize::MAX).min(buf.len());
+        let n = input.read(&mut buf[..want])?;
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        have += n as u64;
+    }
+    if have > body_len {
+        return Err(invalid("bytes after the response, which nobody asked for"));
+    }
+    Ok(())
+}
+
+/// The `Content-Length` of a response head (every server measured frames its bodies by length).
+fn content_length(headers: &[httparse::Header<'_>]) -> io::Result<u64> {
+    let field = headers.iter().find(|h| h.name.eq_ignore_ascii_case("content-length"));
+    let value = field.ok_or_else(|| invalid("a response without Content-Length"))?.value;
+    std::str::from_utf8(value).ok().and_then(|v| v.trim().parse().ok()).ok_or_else(|| invalid("a bad Content-Length"))
+}
+
+fn invalid(what: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, what.to_owned())
+}

@@ -1,0 +1,97 @@
+//! nginx as a peer of the HTTP benchmarks, when installed: a configuration written for the run
+//! (its prefix a temporary directory), started in the foreground as a child (`-g 'daemon off;'`).
+//!
+//! The configuration is the one a tuned deployment would use for the job: `worker_processes` as
+//! many as neverblock's loops, each with its own `reuseport` listener (as neverblock's loops
+//! have), `access_log off`, `sendfile on` with `tcp_nopush`, keep-alive for as many requests as a
+//! run sends; the hello answer is `return 200 "hello, world\n"` (13 bytes, `text/plain`).
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
+
+use super::servers::{self, Content, ServerChild, TempDir};
+
+/// nginx's prefix directory for one server: configuration, pid file, logs, temporary files.
+pub(crate) type Prefix = TempDir;
+
+/// Where nginx is looked for when it is not on `PATH` (Debian installs it in /usr/sbin).
+const SBIN: &str = "/usr/sbin/nginx";
+
+/// The nginx binary, if installed.
+fn binary() -> Option<&'static str> {
+    let runs = |program: &str| Command::new(program).arg("-v").output().is_ok_and(|o| o.status.success());
+    ["nginx", SBIN].into_iter().find(|program| runs(program))
+}
+
+/// Starts nginx with `workers` worker processes serving `content`, or `None` (and a note) when it
+/// is not installed.
+pub(crate) fn start(content: Content<'_>, workers: usize) -> Option<anyhow::Result<ServerChild>> {
+    let Some(nginx) = binary() else {
+        eprintln!("note: nginx peer skipped: `nginx` is not installed (apt-get install nginx)");
+        return None;
+    };
+    Some(start_with(nginx, content, workers))
+}
+
+fn start_with(nginx: &str, content: Content<'_>, workers: usize) -> anyhow::Result<ServerChild> {
+    let addr = servers::free_port()?;
+    let prefix = TempDir::new(&format!("nginx-{}", addr.port()))?;
+    let conf = prefix.0.join("nginx.conf");
+    std::fs::write(&conf, config(&prefix.0, addr, content, workers))?;
+    let mut command = Command::new(nginx);
+    command.arg("-p").arg(&prefix.0).arg("-c").arg(&conf).arg("-e").arg(prefix.0.join("error.log"));
+    command.args(["-g", "daemon off;"]);
+    ServerChild::silent(&mut command, "nginx", addr, Some(prefix))
+}
+
+/// The configuration: `workers` processes on `addr`, answering `content`, everything it writes
+/// under `prefix`.
+fn config(prefix: &Path, addr: SocketAddr, content: Content<'_>, workers: usize) -> String {
+    let prefix = prefix.display();
+    let location = match content {
+        Content::Hello => "location / { return 200 \"hello, world\\n\"; }".to_owned(),
+        Content::Files(dir) => format!("root {};", dir.display()),
+    };
+    format!(
+        "worker_processes {workers};
+worker_rlimit_nofile 20000;
+pid {prefix}/nginx.pid;
+error_log {prefix}/error.log warn;
+events {{ worker_connections 10000; }}
+http {{
+    access_log off;
+    default_type text/plain;
+    sendfile on;
+    tcp_nopush on;
+    keepalive_requests 1000000000;
+    keepalive_timeout 75s;
+    client_body_temp_path {prefix}/body;
+    proxy_temp_path {prefix}/proxy;
+    fastcgi_temp_path {prefix}/fastcgi;
+    uwsgi_temp_path {prefix}/uwsgi;
+    scgi_temp_path {prefix}/scgi;
+    server {{
+        listen {addr} reuseport;
+        {location}
+    }}
+}}
+"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_configuration_names_the_workers_the_port_and_what_to_answer() {
+        let addr: SocketAddr = "127.0.0.1:8089".parse().unwrap();
+        let hello = config(Path::new("/tmp/p"), addr, Content::Hello, 2);
+        assert!(hello.contains("worker_processes 2;"));
+        assert!(hello.contains("listen 127.0.0.1:8089 reuseport;"));
+        assert!(hello.contains(r#"return 200 "hello, world\n";"#), "{hello}");
+        let files = config(Path::new("/tmp/p"), addr, Content::Files(Path::new("/srv/files")), 1);
+        assert!(files.contains("root /srv/files;") && files.contains("sendfile on;"), "{files}");
+    }
+}

@@ -1,0 +1,47 @@
+// Command httpserver is the Go net/http peer of the HTTP server benchmarks.
+//
+// With -dir it serves the files under that directory with http.FileServer
+// (sendfile(2) for file bodies, as Go's TCPConn.ReadFrom does); without it it
+// answers every request with the 13 bytes "hello, world\n" as text/plain. It
+// listens on -listen (port 0: any free port) and prints its URL as the first
+// line on stdout once it listens. GOMAXPROCS (from the environment) sets how
+// many threads run Go code at once: the benchmark sets it to the number of
+// workers the other servers get.
+//
+//	go build -o httpserver main.go   # GO111MODULE=off, like fiberbench
+//	GOMAXPROCS=1 httpserver -listen 127.0.0.1:0 [-dir DIR]
+package main
+
+import (
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+)
+
+var hello = []byte("hello, world\n")
+
+func main() {
+	listen := flag.String("listen", "127.0.0.1:0", "address to listen on")
+	dir := flag.String("dir", "", "serve the files under this directory (default: answer hello, world)")
+	flag.Parse()
+
+	var handler http.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		w.Write(hello)
+	})
+	if *dir != "" {
+		handler = http.FileServer(http.Dir(*dir))
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Printf("http://%s/\n", ln.Addr())
+	if err := http.Serve(ln, handler); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
