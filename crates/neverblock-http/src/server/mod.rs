@@ -50,6 +50,7 @@ mod response;
 mod shutdown;
 mod socket;
 mod static_files;
+mod xsendfile;
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -65,6 +66,7 @@ pub use request::{Request, RequestBody, Version};
 pub use response::{Body, Response};
 pub use shutdown::{ServerHandle, ServerStats};
 pub use static_files::StaticFiles;
+pub use xsendfile::XSendfile;
 
 use crate::error::{Error, ErrorKind};
 use config::Config;

@@ -7,6 +7,8 @@ mod client;
 #[cfg(feature = "client")]
 mod fixtures;
 #[cfg(feature = "server")]
+mod logs;
+#[cfg(feature = "server")]
 mod server;
 #[cfg(feature = "server")]
 mod server_limits;
@@ -18,3 +20,5 @@ mod server_timeouts;
 mod serving;
 #[cfg(feature = "server")]
 mod static_files;
+#[cfg(feature = "server")]
+mod xsendfile;
