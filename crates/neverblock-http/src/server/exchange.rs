@@ -168,6 +168,23 @@ impl Exchange<'_> {
         self.head.and_then(|head| head.get(name)).and_then(|v| std::str::from_utf8(v).ok())
     }
 
+    /// Every request field, in the order received (none if the head could not be parsed).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Exchange, Server};
+    ///
+    /// let server = Server::builder()
+    ///     .on_response(|x: &Exchange<'_>| log::info!("{} fields", x.request_headers().count()))
+    ///     .bind("127.0.0.1:0")
+    ///     .unwrap();
+    /// # drop(server);
+    /// ```
+    pub fn request_headers(&self) -> impl Iterator<Item = (&str, &[u8])> {
+        self.head.into_iter().flat_map(Head::fields)
+    }
+
     /// The status sent.
     ///
     /// # Examples
@@ -200,6 +217,23 @@ impl Exchange<'_> {
     /// ```
     pub fn response_header(&self, name: &str) -> Option<&str> {
         self.response.header_value(name)
+    }
+
+    /// Every response field the handler set, in order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Exchange, Server};
+    ///
+    /// let server = Server::builder()
+    ///     .on_response(|x: &Exchange<'_>| log::info!("{} cookies set", x.response_headers().filter(|(n, _)| n.eq_ignore_ascii_case("set-cookie")).count()))
+    ///     .bind("127.0.0.1:0")
+    ///     .unwrap();
+    /// # drop(server);
+    /// ```
+    pub fn response_headers(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.response.headers()
     }
 
     /// Body bytes sent (not counting the head or chunked framing).

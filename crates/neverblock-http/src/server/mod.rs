@@ -38,6 +38,7 @@
 //! running.join().unwrap().unwrap();
 //! ```
 
+mod access_log;
 mod config;
 mod conn;
 mod date;
@@ -60,6 +61,7 @@ use std::sync::Arc;
 use neverblock::net::TcpListener;
 use neverblock::runtime::{spawn_on, Builder};
 
+pub use access_log::{AccessLog, LogFormat};
 pub use config::ServerBuilder;
 pub use exchange::Exchange;
 pub use request::{Request, RequestBody, Version};

@@ -2,6 +2,8 @@
 //! servers, and the server (core, limits, timeouts, shutdown, static files) against raw-bytes
 //! clients, all on loopback.
 
+#[cfg(feature = "server")]
+mod access_log;
 #[cfg(feature = "client")]
 mod client;
 #[cfg(feature = "client")]
