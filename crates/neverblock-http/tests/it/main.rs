@@ -11,6 +11,8 @@ mod fixtures;
 #[cfg(feature = "server")]
 mod logs;
 #[cfg(feature = "server")]
+mod metrics;
+#[cfg(feature = "server")]
 mod server;
 #[cfg(feature = "server")]
 mod server_limits;
