@@ -409,3 +409,19 @@ fn pg_sleep_bench_starts_its_own_server_and_prints_both_rows() {
     assert!(seconds("neverblock") >= 0.2);
     assert!(stderr.contains("throwaway PostgreSQL"), "{stderr}");
 }
+
+#[test]
+fn app_sleep_bench_serves_every_client_at_once_beside_one_blocking_worker() {
+    let (ok, stdout, stderr) =
+        neverblock(&["bench", "app-sleep", "--clients", "3", "--seconds", "0.2", "--window", "1s", "--json"]);
+    assert!(ok, "{stderr}");
+    let rows = rows(&stdout);
+    let metric = |name: &str, key: &str| {
+        let row = rows.iter().find(|r| r["impl"] == name).unwrap_or_else(|| panic!("no {name} row: {stdout}"));
+        row["metrics"][key].as_f64().unwrap()
+    };
+    assert_eq!(metric("neverblock", "errors"), 0.0, "{stdout}");
+    assert!(metric("neverblock", "answered") >= 3.0, "every client got answers: {stdout}");
+    // One worker sleeping 0.2 s per request cannot pass 5 a second, whatever the machine.
+    assert!(metric("blocking", "requests_per_s") <= 5.0, "{stdout}");
+}

@@ -58,7 +58,7 @@ pub use config::Config;
 pub use conn::{CancelToken, Connection, TransactionStatus};
 pub use error::{DbError, Error};
 pub use pipeline::Pipeline;
-pub use pool::{Pool, PoolBuilder, PoolStatus, PooledConnection};
+pub use pool::{LoopPools, Pool, PoolBuilder, PoolStatus, PooledConnection};
 pub use row::{Column, ColumnIndex, Row, SimpleRow};
 pub use statement::Statement;
 pub use transaction::Transaction;

@@ -1,5 +1,6 @@
 //! `neverblock bench …`: the published experiments neverblock reproduces, each against its peers in one run.
 
+mod app_sleep;
 mod delay_client;
 mod fiber_chain;
 mod fiber_switch;
@@ -38,6 +39,9 @@ pub(crate) enum Bench {
     PgMix(pg::MixArgs),
     /// `select 1` throughput through a 16-connection pool, 256 fibers (lent and shared modes).
     PgSelect1(pg::Select1Args),
+    /// An HTTP endpoint that runs `select pg_sleep(1)`, ten clients at once: one blocking worker vs
+    /// neverblock's server (NeverBlock's "Rails 12x faster" experiment).
+    AppSleep(app_sleep::AppSleepArgs),
     /// Every benchmark but `sleepers` (a million fibers), `delay-client` (a server per delay), `idle-connections`, the `pg-*`
     /// ones (a PostgreSQL server each) and `fiber-chain --max`, with defaults.
     All(Common),
@@ -76,6 +80,7 @@ impl Bench {
             Bench::PgSleep(args) => pg::sleep(args),
             Bench::PgMix(args) => pg::mix(args),
             Bench::PgSelect1(args) => pg::select1(args),
+            Bench::AppSleep(args) => app_sleep::run(args),
             Bench::All(common) => {
                 fiber_chain::run(fiber_chain::ChainArgs::defaults(common.clone()))?;
                 fiber_switch::run(fiber_switch::SwitchArgs::defaults(common.clone()))?;

@@ -1,4 +1,4 @@
-//! SYSTEM.md §2's PostgreSQL experiments: ten `pg_sleep(1)` at once
+//! NeverBlock's PostgreSQL experiments: ten `pg_sleep(1)` at once
 //! (`pg-sleep`), one long query every k short ones (`pg-mix`), and `select 1`
 //! throughput through a 16-connection pool (`pg-select1`), each beside one
 //! blocking connection and, with `--peers`, Go pgx and tokio-postgres.
@@ -28,14 +28,14 @@ pub(crate) struct Database {
 }
 
 /// A server to run against, kept running while the benchmark runs.
-struct Target {
+pub(crate) struct Target {
     url: String,
-    config: Config,
+    pub(crate) config: Config,
     _server: Option<Server>,
 }
 
 impl Database {
-    fn open(&self) -> anyhow::Result<Target> {
+    pub(crate) fn open(&self) -> anyhow::Result<Target> {
         if let Some(url) = self.url.clone().or_else(|| std::env::var("DATABASE_URL").ok()) {
             let config = Config::parse(&url)?;
             return Ok(Target { url, config, _server: None });

@@ -153,10 +153,7 @@ fn send_body(socket: &Socket, body: Body, chunked: bool) -> Result<u64, Failure>
         }
         Body::Reader { reader, len: Some(len) } => send_sized(socket, Guarded(reader), len),
         Body::Reader { reader, len: None } if chunked => send_chunked(socket, Guarded(reader)),
-        Body::Reader { reader, len: None } => {
-            let mut out = socket.clone();
-            io::copy(&mut Guarded(reader), &mut out).map_err(|error| Failure { sent: 0, error })
-        }
+        Body::Reader { reader, len: None } => send_until_close(socket, Guarded(reader)),
         Body::File { file, offset, len } if len <= SMALL_FILE as u64 && queue_cached(socket, &file, offset, len) => {
             Ok(len)
         }
@@ -176,6 +173,26 @@ fn send_body(socket: &Socket, body: Body, chunked: bool) -> Result<u64, Failure>
             }
             Ok(sent)
         }
+    }
+}
+
+/// Sends `reader` to its end, unframed: the connection's close ends the body (HTTP/1.0). Out of
+/// line, with its buffer on the heap: `io::copy`'s 8 KiB stack buffer, inlined into `send_body`,
+/// would be paged in on every response and kept by every connection's fiber.
+#[inline(never)]
+fn send_until_close(socket: &Socket, mut reader: impl Read) -> Result<u64, Failure> {
+    let mut out = socket.clone();
+    let mut buf = vec![0u8; STREAM_CHUNK];
+    let mut sent = 0u64;
+    loop {
+        let n = match reader.read(&mut buf) {
+            Ok(0) => return Ok(sent),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(error) => return Err(Failure { sent, error }),
+        };
+        out.write_all(&buf[..n]).map_err(|error| Failure { sent, error })?;
+        sent += n as u64;
     }
 }
 

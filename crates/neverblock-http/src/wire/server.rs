@@ -131,16 +131,35 @@ fn check_request_line(buf: &[u8], max: usize) -> Result<(), Refusal> {
     Ok(())
 }
 
+/// Header fields a request head is parsed into on the stack; a head with more is
+/// parsed again into a heap array of `max_headers`. Every connection's fiber keeps
+/// the stack pages it ever touched, so a large array here (probed page by page on
+/// entry) would cost each idle connection its pages.
+const FIELDS_ON_STACK: usize = 32;
+
 /// Parses a request head once complete, into `head`; returns its length and minor version.
 fn parse_request(buf: &[u8], max_headers: usize, head: &mut Head) -> Result<Option<(usize, u8)>, httparse::Error> {
-    // httparse writes each field before it is read, so the array needs no initializing.
-    let mut fields = [const { MaybeUninit::uninit() }; MAX_HEADERS_CAP];
+    let max_headers = max_headers.min(MAX_HEADERS_CAP);
+    // httparse writes each field before it is read, so the arrays need no initializing.
+    let mut fields = [const { MaybeUninit::uninit() }; FIELDS_ON_STACK];
+    match parse_into(buf, &mut fields[..max_headers.min(FIELDS_ON_STACK)], head) {
+        Err(httparse::Error::TooManyHeaders) if max_headers > FIELDS_ON_STACK => {
+            let mut fields: Vec<_> = (0..max_headers).map(|_| MaybeUninit::uninit()).collect();
+            parse_into(buf, &mut fields, head)
+        }
+        parsed => parsed,
+    }
+}
+
+/// [`parse_request`] with the fields in `fields`.
+fn parse_into<'b>(
+    buf: &'b [u8],
+    fields: &mut [MaybeUninit<httparse::Header<'b>>],
+    head: &mut Head,
+) -> Result<Option<(usize, u8)>, httparse::Error> {
     let mut req = httparse::Request::new(&mut []);
-    let httparse::Status::Complete(len) = httparse::ParserConfig::default().parse_request_with_uninit_headers(
-        &mut req,
-        buf,
-        &mut fields[..max_headers.min(MAX_HEADERS_CAP)],
-    )?
+    let httparse::Status::Complete(len) =
+        httparse::ParserConfig::default().parse_request_with_uninit_headers(&mut req, buf, fields)?
     else {
         return Ok(None);
     };

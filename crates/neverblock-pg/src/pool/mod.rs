@@ -13,7 +13,10 @@
 //! needs_send(neverblock_pg::Pool::new(neverblock_pg::Config::new(), 4));
 //! ```
 
+mod per_loop;
 mod shared;
+
+pub use per_loop::LoopPools;
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;

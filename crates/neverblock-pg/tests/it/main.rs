@@ -5,6 +5,7 @@
 mod auth;
 mod cancel;
 mod errors;
+mod example;
 mod pipeline;
 mod pool;
 mod shared;

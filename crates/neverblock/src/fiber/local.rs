@@ -70,8 +70,13 @@ impl Locals {
         Inherited((!kept.is_empty()).then(|| kept.into_boxed_slice()))
     }
 
+    #[inline]
     pub(crate) fn extend(&self, inherited: Inherited) {
         let Some(inherited) = inherited.0 else { return };
+        self.extend_with(inherited);
+    }
+
+    fn extend_with(&self, inherited: Box<[Shared]>) {
         let mut entries = self.entries.borrow_mut();
         let entries = entries.get_or_insert_with(Box::default);
         entries.extend(inherited.into_vec().into_iter().map(|(key, value)| Entry { key, value, inherit: true }));

@@ -175,7 +175,8 @@ const MIN_STACK_SIZE: usize = 4096;
 /// Takes a stack of `size` usable bytes from this thread's pool for `used`.
 pub(crate) fn allocate(size: usize, guard: GuardKind, used: StackUse) -> Result<PooledStack, StackError> {
     let page = memory::page_size();
-    let size = size.max(MIN_STACK_SIZE).next_multiple_of(page);
+    // A page is a power of two: a mask rounds up without a division.
+    let size = (size.max(MIN_STACK_SIZE) + page - 1) & !(page - 1);
     let pool = POOLS.with(|pools| {
         let mut pools = pools.borrow_mut();
         if let Some(pool) = pools.iter().find(|p| p.size == size && p.guard == guard && p.used == used) {

@@ -114,7 +114,7 @@ impl Builder {
                 stops.push(stop);
             }
             let loops = Arc::new(loops.into_iter().map(|l| l.expect("every loop reported")).collect::<Vec<_>>());
-            registry_txs.into_iter().for_each(|tx| tx.send(loops.clone()));
+            registry_txs.into_iter().for_each(|tx| drop(tx.send(loops.clone())));
             LOOPS.with(|l| *l.borrow_mut() = Some(loops));
             let value = f();
             LOOPS.with(|l| l.borrow_mut().take());
@@ -191,7 +191,7 @@ pub fn spawn_on<T: Send + 'static>(index: usize, f: impl FnOnce() -> T + Send + 
         // A task cancelled, dropped or without a stack drops `tx`: its joiner sees it gone.
         let (body, _) = super::task::task_body(move || {
             let result = panic::catch_unwind(AssertUnwindSafe(f)).map_err(PanicPayload::new);
-            tx.send(result);
+            let _ = tx.send(result); // a joiner that gave up wants nothing
         });
         s.spawn(None, body, spawned_at, None);
     }));

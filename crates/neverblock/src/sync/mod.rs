@@ -19,7 +19,7 @@ pub use channel::{bounded, unbounded, Receiver, RecvError, SendError, Sender, Tr
 pub use mutex::{Mutex, MutexGuard};
 pub use notify::Notify;
 pub use oneshot::{oneshot, OneshotReceiver, OneshotSender};
-pub use semaphore::{Permit, Semaphore};
+pub use semaphore::{OwnedPermit, Permit, Semaphore};
 pub use wait_group::WaitGroup;
 
 use crate::runtime::scheduler::{Wait, Woken};

@@ -19,13 +19,16 @@ use crate::runtime::waiter::WaitList;
 /// });
 /// ```
 pub fn oneshot<T>() -> (OneshotSender<T>, OneshotReceiver<T>) {
-    let shared = Arc::new(StateLock::new(State { value: None, sender: true, waiters: WaitList::default() }));
+    let shared =
+        Arc::new(StateLock::new(State { value: None, sender: true, receiver: true, waiters: WaitList::default() }));
     (OneshotSender { shared: shared.clone() }, OneshotReceiver { shared })
 }
 
 struct State<T> {
     value: Option<T>,
     sender: bool,
+    /// The receiver is alive: a value sent now can still be received.
+    receiver: bool,
     waiters: WaitList,
 }
 
@@ -40,11 +43,28 @@ pub struct OneshotReceiver<T> {
 }
 
 impl<T> OneshotSender<T> {
-    /// Delivers `value` (dropped if the receiver is gone).
-    pub fn send(self, value: T) {
+    /// Delivers `value`.
+    ///
+    /// # Errors
+    ///
+    /// Gives `value` back when the receiver is gone, so a value that must not be
+    /// lost (a pooled connection handed to a waiter that gave up) can go elsewhere.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (tx, rx) = neverblock::sync::oneshot();
+    /// drop(rx);
+    /// assert_eq!(tx.send(7), Err(7));
+    /// ```
+    pub fn send(self, value: T) -> Result<(), T> {
         let mut state = lock(&self.shared);
+        if !state.receiver {
+            return Err(value);
+        }
         state.value = Some(value);
         state.waiters.wake_all();
+        Ok(())
     }
 }
 
@@ -53,6 +73,12 @@ impl<T> Drop for OneshotSender<T> {
         let mut state = lock(&self.shared);
         state.sender = false;
         state.waiters.wake_all();
+    }
+}
+
+impl<T> Drop for OneshotReceiver<T> {
+    fn drop(&mut self) {
+        lock(&self.shared).receiver = false;
     }
 }
 

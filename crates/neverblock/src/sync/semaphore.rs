@@ -1,6 +1,7 @@
 //! `Semaphore`: at most n holders; the rest wait in line.
 
 use std::fmt;
+use std::sync::Arc;
 
 use super::{lock, wait_in, StateLock};
 use crate::runtime::scheduler::Woken;
@@ -57,11 +58,63 @@ impl Semaphore {
     ///
     /// [`Elapsed`] inside an expired [`timeout`](crate::timeout).
     pub fn acquire(&self) -> Result<Permit<'_>, Elapsed> {
+        self.take()?;
+        Ok(Permit { semaphore: self })
+    }
+
+    /// Like [`acquire`](Semaphore::acquire), for a permit that holds the semaphore
+    /// itself: it can be kept in a struct or moved to another fiber or thread.
+    ///
+    /// # Errors
+    ///
+    /// [`Elapsed`] inside an expired [`timeout`](crate::timeout).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use neverblock::sync::Semaphore;
+    ///
+    /// neverblock::run(|| {
+    ///     let slots = Arc::new(Semaphore::new(1));
+    ///     let held = slots.acquire_owned().unwrap();
+    ///     assert_eq!(slots.available(), 0);
+    ///     let other = neverblock::spawn(move || drop(held)); // given back by another fiber
+    ///     other.join().unwrap();
+    ///     assert_eq!(slots.available(), 1);
+    /// });
+    /// ```
+    pub fn acquire_owned(self: &Arc<Self>) -> Result<OwnedPermit, Elapsed> {
+        self.take()?;
+        Ok(OwnedPermit { semaphore: Some(self.clone()) })
+    }
+
+    /// Adds `n` permits, waking as many waiters as can now take one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock::sync::Semaphore;
+    ///
+    /// let gate = Semaphore::new(0);
+    /// gate.add_permits(2);
+    /// assert_eq!(gate.available(), 2);
+    /// ```
+    pub fn add_permits(&self, n: usize) {
+        let mut state = lock(&self.state);
+        state.permits += n;
+        let woken: Vec<_> = (0..n).map_while(|_| state.waiters.pop()).collect();
+        drop(state);
+        woken.into_iter().for_each(|w| w.wake());
+    }
+
+    /// Takes a permit (parking while none is free) without a guard to give it back.
+    fn take(&self) -> Result<(), Elapsed> {
         loop {
             let mut state = lock(&self.state);
             if state.permits > 0 && state.waiters.is_empty() {
                 state.permits -= 1;
-                return Ok(Permit { semaphore: self });
+                return Ok(());
             }
             if state.permits > 0 {
                 // Waiters are in line, but a permit is free: wake the first, then queue.
@@ -75,7 +128,7 @@ impl Semaphore {
             let mut state = lock(&self.state);
             if state.permits > 0 {
                 state.permits -= 1;
-                return Ok(Permit { semaphore: self });
+                return Ok(());
             }
         }
     }
@@ -108,6 +161,45 @@ impl Semaphore {
 impl Drop for Permit<'_> {
     fn drop(&mut self) {
         self.semaphore.release();
+    }
+}
+
+/// A permit that holds its semaphore ([`Semaphore::acquire_owned`]); dropping it
+/// gives it back.
+pub struct OwnedPermit {
+    /// `None` once forgotten.
+    semaphore: Option<Arc<Semaphore>>,
+}
+
+impl OwnedPermit {
+    /// Keeps the permit taken for good: the semaphore has one permit fewer.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use neverblock::sync::Semaphore;
+    ///
+    /// let gate = Arc::new(Semaphore::new(1));
+    /// gate.acquire_owned().unwrap().forget();
+    /// assert_eq!(gate.available(), 0);
+    /// ```
+    pub fn forget(mut self) {
+        self.semaphore = None;
+    }
+}
+
+impl Drop for OwnedPermit {
+    fn drop(&mut self) {
+        if let Some(semaphore) = self.semaphore.take() {
+            semaphore.release();
+        }
+    }
+}
+
+impl fmt::Debug for OwnedPermit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("OwnedPermit")
     }
 }
 

@@ -229,3 +229,36 @@ fn notify_all_wakes_every_waiter_and_wait_group_counts_down() {
     });
     assert_eq!(woken, [0, 1, 2, 3]);
 }
+
+#[test]
+fn added_permits_wake_that_many_waiters_in_order_and_owned_permits_move_between_fibers() {
+    let order = run(|| {
+        let gate = Arc::new(Semaphore::new(0));
+        let order = Rc::new(RefCell::new(Vec::new()));
+        let waiters: Vec<_> = (0..3)
+            .map(|i| {
+                let (gate, order) = (gate.clone(), order.clone());
+                spawn(move || {
+                    let permit = gate.acquire_owned().unwrap();
+                    order.borrow_mut().push(i);
+                    permit
+                })
+            })
+            .collect();
+        yield_now();
+        gate.add_permits(2);
+        let mut waiters = waiters.into_iter();
+        let first = waiters.next().unwrap().join().unwrap();
+        let second = waiters.next().unwrap().join().unwrap();
+        assert_eq!(gate.available(), 0, "two permits, two waiters served");
+        drop(first);
+        let third = waiters.next().unwrap().join().unwrap();
+        drop((second, third));
+        assert_eq!(gate.available(), 2, "every permit came back");
+        let (tx, rx) = oneshot::<u8>();
+        drop(rx);
+        assert_eq!(tx.send(9), Err(9), "no receiver: the value comes back");
+        order.take()
+    });
+    assert_eq!(order, [0, 1, 2]);
+}

@@ -147,3 +147,20 @@ fn numbers_are_written_as_decimals() {
     write_status_line(&mut out, 404, reason_phrase(404));
     assert_eq!(out, b"HTTP/1.1 404 Not Found\r\n");
 }
+
+#[test]
+fn heads_with_more_fields_than_the_stack_holds_parse_up_to_the_limit() {
+    let limits = Limits { max_headers: 100, ..Limits::default() };
+    for fields in [FIELDS_ON_STACK, FIELDS_ON_STACK + 1, 100] {
+        let text =
+            format!("GET / HTTP/1.1\r\n{}\r\n", (0..fields).map(|i| format!("X-{i}: {i}\r\n")).collect::<String>());
+        let mut conn = BufferedConn::new(text.as_bytes());
+        let mut parsed = Head::default();
+        read_request_head(&mut conn, &limits, &mut parsed).unwrap_or_else(|_| panic!("{fields} fields parse"));
+        assert_eq!(parsed.fields().count(), fields);
+    }
+    let text = format!("GET / HTTP/1.1\r\n{}\r\n", (0..101).map(|i| format!("X-{i}: {i}\r\n")).collect::<String>());
+    let mut conn = BufferedConn::new(text.as_bytes());
+    let refused = read_request_head(&mut conn, &limits, &mut Head::default()).map(drop).unwrap_err();
+    assert!(matches!(refused, HeadError::Refused(r) if r.status == 431));
+}
