@@ -12,6 +12,8 @@ mod fixtures;
 mod logs;
 #[cfg(feature = "server")]
 mod metrics;
+#[cfg(all(feature = "client", feature = "server"))]
+mod proxy;
 #[cfg(feature = "server")]
 mod server;
 #[cfg(feature = "server")]
@@ -24,5 +26,7 @@ mod server_timeouts;
 mod serving;
 #[cfg(feature = "server")]
 mod static_files;
+#[cfg(all(feature = "client", feature = "server"))]
+mod upstream;
 #[cfg(feature = "server")]
 mod xsendfile;

@@ -74,6 +74,18 @@ impl Counters {
         shard.duration_micros.fetch_add(u64::try_from(duration.as_micros()).unwrap_or(u64::MAX), Relaxed);
     }
 
+    /// Counts a request sent to the upstream.
+    #[cfg(feature = "client")]
+    pub(super) fn proxied(&self) {
+        self.shard().proxied.fetch_add(1, Relaxed);
+    }
+
+    /// Counts an upstream failure of kind `UPSTREAM_ERRORS[kind]`.
+    #[cfg(feature = "client")]
+    pub(super) fn upstream_error(&self, kind: usize) {
+        self.shard().upstream_errors[kind].fetch_add(1, Relaxed);
+    }
+
     pub(super) fn totals(&self) -> Totals {
         let mut t = Totals::default();
         let add = |total: &mut u64, counter: &AtomicU64| *total += counter.load(Relaxed);

@@ -16,6 +16,8 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, OnceLock};
 
 use counters::Counters;
+#[cfg(feature = "client")]
+use counters::UPSTREAM_ERRORS;
 use exposition::{parse_dump, LoopState, Page, CONTENT_TYPE};
 
 use super::respond::error_response;
@@ -196,6 +198,35 @@ impl Metrics {
             loops: &loops,
         }
         .render()
+    }
+
+    /// Counts a request sent to the upstream, in flight until the guard is dropped.
+    #[cfg(feature = "client")]
+    pub(crate) fn proxy_started(&self) -> ProxyInFlight {
+        self.inner.counters.proxied();
+        self.inner.counters.proxied_in_flight.fetch_add(1, Relaxed);
+        ProxyInFlight { metrics: self.clone() }
+    }
+
+    /// Counts an upstream failure: `refused`, `reset`, `timeout` or `other`.
+    #[cfg(feature = "client")]
+    pub(crate) fn upstream_error(&self, kind: &str) {
+        let index = UPSTREAM_ERRORS.iter().position(|k| *k == kind).unwrap_or(UPSTREAM_ERRORS.len() - 1);
+        self.inner.counters.upstream_error(index);
+    }
+}
+
+/// A proxied request in flight; counted out when dropped.
+#[cfg(feature = "client")]
+#[derive(Debug)]
+pub(crate) struct ProxyInFlight {
+    metrics: Metrics,
+}
+
+#[cfg(feature = "client")]
+impl Drop for ProxyInFlight {
+    fn drop(&mut self) {
+        self.metrics.inner.counters.proxied_in_flight.fetch_sub(1, Relaxed);
     }
 }
 
