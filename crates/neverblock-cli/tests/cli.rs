@@ -6,6 +6,8 @@ use serde_json::Value;
 
 #[path = "cli/serve_options.rs"]
 mod serve_options;
+#[path = "cli/serve_upstream.rs"]
+mod serve_upstream;
 
 fn neverblock(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_neverblock")).args(args).output().expect("run neverblock");
