@@ -10,6 +10,7 @@ mod pg;
 mod raw;
 mod report;
 mod runtime;
+mod xsendfile;
 
 use clap::{Args, Subcommand};
 
@@ -42,6 +43,9 @@ pub(crate) enum Bench {
     /// An HTTP endpoint that runs `select pg_sleep(1)`, ten clients at once: one blocking worker vs
     /// neverblock's server (NeverBlock's "Rails 12x faster" experiment).
     AppSleep(app_sleep::AppSleepArgs),
+    /// X-Sendfile behind `serve --upstream` (grizzly-sendfile's): C clients at 1 MB/s downloading a
+    /// 20 MB file from a 4-worker application that streams it or answers X-Sendfile.
+    Xsendfile(xsendfile::XSendfileArgs),
     /// Every benchmark but `sleepers` (a million fibers), `delay-client` (a server per delay), `idle-connections`, the `pg-*`
     /// ones (a PostgreSQL server each) and `fiber-chain --max`, with defaults.
     All(Common),
@@ -81,6 +85,7 @@ impl Bench {
             Bench::PgMix(args) => pg::mix(args),
             Bench::PgSelect1(args) => pg::select1(args),
             Bench::AppSleep(args) => app_sleep::run(args),
+            Bench::Xsendfile(args) => xsendfile::run(args),
             Bench::All(common) => {
                 fiber_chain::run(fiber_chain::ChainArgs::defaults(common.clone()))?;
                 fiber_switch::run(fiber_switch::SwitchArgs::defaults(common.clone()))?;
