@@ -134,3 +134,37 @@ fn serve_upstream_answers_502_while_the_application_is_down_and_goes_on() {
     let _again = App::start(&dir.0, port);
     assert_eq!(body(&server.get("/hello")), "hello, world!\n", "back with the application");
 }
+
+#[test]
+fn xsendfile_bench_prints_both_ways_with_every_download_right() {
+    let out = Command::new(env!("CARGO_BIN_EXE_neverblock"))
+        .args([
+            "bench",
+            "xsendfile",
+            "-c",
+            "3",
+            "--window",
+            "1500ms",
+            "--file-size",
+            "400000",
+            "--rate",
+            "1000000",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let rows: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for (row, name) in rows.iter().zip(["neverblock", "app-streaming"]) {
+        assert_eq!((row["bench"].as_str(), row["impl"].as_str()), (Some("xsendfile"), Some(name)), "{row}");
+        assert_eq!(row["params"]["clients"], 3);
+        let metrics = &row["metrics"];
+        assert_eq!(metrics["downloads_bad"], 0, "{row}");
+        assert!(metrics["downloads_complete"].as_u64().unwrap() >= 3, "each client's 0.4 s download ended: {row}");
+        assert!(metrics["aggregate_mb_per_s"].as_f64().unwrap() > 0.0, "{row}");
+        assert!(metrics["p99_first_byte_ms"].as_f64().unwrap() > 0.0, "{row}");
+    }
+}
