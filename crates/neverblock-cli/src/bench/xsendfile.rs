@@ -169,12 +169,15 @@ fn row(name: &str, params: &serde_json::Value, tallies: &[Tally], clients: usize
         values[values.len() / 2]
     };
     let mb_per_s = median(tallies.iter().map(|t| t.bytes as f64 / 1e6 / window.as_secs_f64()).collect());
-    let p99 = median(tallies.iter().map(|t| percentile(&t.first_byte, 0.99).as_secs_f64() * 1000.0).collect());
+    let first_byte =
+        |p: f64| median(tallies.iter().map(|t| percentile(&t.first_byte, p).as_secs_f64() * 1000.0).collect());
+    let (p50, p99) = (first_byte(0.5), first_byte(0.99));
     let bound = clients as f64 * rate as f64 / 1e6;
     let round = |x: f64| (x * 1000.0).round() / 1000.0;
     Row::new("xsendfile", name, params.clone())
         .metric("aggregate_mb_per_s", round(mb_per_s))
         .metric("of_bound_percent", round(100.0 * mb_per_s / bound))
+        .metric("p50_first_byte_ms", round(p50))
         .metric("p99_first_byte_ms", round(p99))
         .metric("downloads_complete", tallies.iter().map(|t| t.complete).sum::<u64>())
         .metric("downloads_bad", tallies.iter().map(|t| t.bad).sum::<u64>())
