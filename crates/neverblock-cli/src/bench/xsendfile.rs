@@ -11,6 +11,7 @@
 //! server sends the file.
 
 mod clients;
+mod nginx;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -118,21 +119,31 @@ pub(crate) fn run(args: XSendfileArgs) -> anyhow::Result<()> {
     let app_port = line.trim().rsplit(' ').next().unwrap_or_default().to_owned();
     let (_server, addr) = start_server(&scratch.0, &app_port, args.workers)?;
 
+    let nginx = match args.common.peers {
+        true => nginx::start(&scratch.0, &app_port, args.workers).transpose()?,
+        false => None,
+    };
+    let ours = [("neverblock", addr, "sendfile"), ("app-streaming", addr, "stream")];
+    let theirs = nginx.iter().flat_map(|(_, _, at)| [("nginx", *at, "accel"), ("nginx-streaming", *at, "stream")]);
+    let ways: Vec<(&str, std::net::SocketAddr, &str)> = ours.into_iter().chain(theirs).collect();
     let mut rows = Vec::new();
     for &clients in &args.clients {
         let params = json!({"clients": clients, "workers": args.workers, "app_workers": args.app_workers,
             "window_s": args.window.as_secs_f64()});
-        let mut runs: [Vec<Tally>; 2] = [Vec::new(), Vec::new()];
+        let mut runs: Vec<Vec<Tally>> = ways.iter().map(|_| Vec::new()).collect();
         for _ in 0..args.runs.max(1) {
-            for (way, mode) in ["sendfile", "stream"].iter().enumerate() {
+            for (way, &(_, at, mode)) in ways.iter().enumerate() {
                 let request = format!("GET /file?path=file.bin&mode={mode} HTTP/1.1\r\nHost: bench\r\n\r\n");
-                let download =
-                    Download { addr, request: request.into_bytes().into(), content: content.clone(), rate: args.rate };
+                let download = Download {
+                    addr: at,
+                    request: request.into_bytes().into(),
+                    content: content.clone(),
+                    rate: args.rate,
+                };
                 runs[way].push(window(clients, &download, args.window));
             }
         }
-        for (way, tallies) in runs.iter().enumerate() {
-            let name = if way == 0 { "neverblock" } else { "app-streaming" };
+        for ((name, _, _), tallies) in ways.iter().zip(&runs) {
             rows.push(row(name, &params, tallies, clients, args.rate, args.window));
         }
     }
