@@ -1,12 +1,11 @@
 //! The reverse proxy: a handler that sends each request on to an upstream server through the
 //! library's own client and its keep-alive pool, and streams the answer back.
 //!
-//! Bodies stream both ways without being held whole: the request body is read from the client as
-//! the upstream takes it (sized, or chunked when the client sent it chunked), and the response
-//! body is read from the upstream as the client takes it, so a slow client slows only its own
-//! upstream connection. Header fields cross as `fields.rs` says. An upstream that refuses or
-//! resets the connection, or answers something that is not HTTP, gets the client a 502; one that
-//! does not answer in time a 504; each with a warning in the log.
+//! Header fields cross as `fields.rs` says; `upstream.rs` is the exchange with the upstream through
+//! the client, the one place that knows how the client takes and gives bodies (today whole: the
+//! client has no streaming bodies yet). An upstream that refuses or resets the connection, or
+//! answers something that is not HTTP, gets the client a 502; one that does not answer in time a
+//! 504; each with a warning in the log.
 
 mod fields;
 mod upstream;
@@ -36,7 +35,10 @@ use upstream::{Answer, Failed};
 /// `Upgrade`, `Proxy-Connection`, and `Proxy-Authenticate`, `Proxy-Authorization` and `Trailer`
 /// as Go's and nginx's proxies treat them) stay on their hop both ways; `Forwarded` and
 /// `X-Forwarded-For` gain the client's address, and `X-Forwarded-Proto` and `Via` are set. The
-/// answer's status, fields and body come back as they are, streamed.
+/// answer's status, fields and body come back as they are. The crate's client reads a body whole,
+/// so for now so does the proxy: a request body is read (within the server's body limit) before it
+/// is sent, and the answer is read whole before it is passed on, as nginx's `proxy_buffering`
+/// does; a slow client then holds no upstream connection.
 ///
 /// Connections to the upstream are kept alive in the client's pool (up to 1024 at once by
 /// default). An upstream that refuses the connection, resets it, closes it before answering, or
