@@ -29,6 +29,10 @@ pub(crate) fn example_path(name: &str) -> PathBuf {
     let test_exe = std::env::current_exe().expect("test binary path");
     let profile_dir = test_exe.parent().and_then(|deps| deps.parent()).expect("target dir");
     let path: PathBuf = profile_dir.join("examples").join(name);
+    // One build at a time: tests run in parallel, and two cargo builds of the examples'
+    // dependencies into one target directory have been seen to trip over each other.
+    static BUILDING: Mutex<()> = Mutex::new(());
+    let _one_at_a_time = BUILDING.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     if !path.exists() {
         let release = profile_dir.ends_with("release");
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
