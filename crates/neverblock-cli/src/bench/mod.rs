@@ -7,6 +7,7 @@ mod fiber_switch;
 mod idle_connections;
 mod peers;
 mod pg;
+mod proxy_hello;
 mod raw;
 mod report;
 mod runtime;
@@ -43,6 +44,9 @@ pub(crate) enum Bench {
     /// An HTTP endpoint that runs `select pg_sleep(1)`, ten clients at once: one blocking worker vs
     /// neverblock's server (NeverBlock's "Rails 12x faster" experiment).
     AppSleep(app_sleep::AppSleepArgs),
+    /// A small answer through `serve --upstream` and through nginx (`--peers`), one worker each, and
+    /// from the upstream alone: requests/s over 100 kept-alive connections.
+    ProxyHello(proxy_hello::ProxyHelloArgs),
     /// X-Sendfile behind `serve --upstream` (grizzly-sendfile's): C clients at 1 MB/s downloading a
     /// 20 MB file from a 4-worker application that streams it or answers X-Sendfile.
     Xsendfile(xsendfile::XSendfileArgs),
@@ -85,6 +89,7 @@ impl Bench {
             Bench::PgMix(args) => pg::mix(args),
             Bench::PgSelect1(args) => pg::select1(args),
             Bench::AppSleep(args) => app_sleep::run(args),
+            Bench::ProxyHello(args) => proxy_hello::run(args),
             Bench::Xsendfile(args) => xsendfile::run(args),
             Bench::All(common) => {
                 fiber_chain::run(fiber_chain::ChainArgs::defaults(common.clone()))?;

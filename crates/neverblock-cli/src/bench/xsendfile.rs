@@ -13,7 +13,7 @@
 //! X-Sendfile the application answers at once and the server sends the file.
 
 mod clients;
-mod nginx;
+pub(super) mod nginx;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -59,7 +59,7 @@ pub(crate) struct XSendfileArgs {
 }
 
 /// A child process, killed on drop; `stdin` is held so that a peer that watches it ends with us.
-struct Process {
+pub(super) struct Process {
     child: Child,
     _stdin: Option<ChildStdin>,
 }
@@ -72,7 +72,7 @@ impl Drop for Process {
 }
 
 /// Starts `command` and reads its first line of standard output, which names where it listens.
-fn start(mut command: Command, what: &str) -> anyhow::Result<(Process, String)> {
+pub(super) fn start(mut command: Command, what: &str) -> anyhow::Result<(Process, String)> {
     let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -87,7 +87,7 @@ fn start(mut command: Command, what: &str) -> anyhow::Result<(Process, String)> 
 }
 
 /// A directory for the file and the application, removed on drop.
-struct Scratch(PathBuf);
+pub(super) struct Scratch(pub(super) PathBuf);
 
 impl Drop for Scratch {
     fn drop(&mut self) {

@@ -14,7 +14,7 @@ const SBIN: &str = "/usr/sbin/nginx";
 
 /// Starts nginx with `workers` workers in front of the application on `app_port`, serving `root`'s
 /// files to `X-Accel-Redirect`; `None` (and a note) when nginx is not installed.
-pub(super) fn start(
+pub(in crate::bench) fn start(
     root: &Path,
     app_port: &str,
     workers: usize,
