@@ -168,3 +168,20 @@ fn xsendfile_bench_prints_both_ways_with_every_download_right() {
         assert!(metrics["p99_first_byte_ms"].as_f64().unwrap() > 0.0, "{row}");
     }
 }
+
+#[test]
+fn proxy_hello_bench_measures_the_proxy_beside_the_upstream_alone() {
+    let out = Command::new(env!("CARGO_BIN_EXE_neverblock"))
+        .args(["bench", "proxy-hello", "-n", "2000", "-c", "10", "--runs", "1", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let names: Vec<&str> = rows.iter().map(|r| r["impl"].as_str().unwrap()).collect();
+    assert_eq!(names, ["neverblock", "upstream-alone"], "no nginx row without --peers");
+    for row in &rows {
+        assert!(row["metrics"]["requests_per_s"].as_f64().unwrap() > 0.0, "{row}");
+        assert_eq!(row["params"]["connections"], 10);
+    }
+}

@@ -11,7 +11,7 @@ mod fields;
 mod upstream;
 
 use std::fmt;
-use std::io::{self, Read};
+use std::io::{self, Cursor, Read};
 use std::time::Duration;
 
 use url::Url;
@@ -25,6 +25,9 @@ use crate::client::{Client, Request as Outgoing};
 use crate::error::{Error, ErrorKind};
 use fields::Origin;
 use upstream::{Answer, Failed};
+
+/// An answer body in memory up to this long is sent as bytes, in one write with its head.
+const WHOLE_IN_ONE_WRITE: usize = 64 * 1024;
 
 /// A [`Handler`] that answers every request with what an upstream server answers it.
 ///
@@ -191,17 +194,23 @@ impl Proxy {
         for (name, value) in fields::downstream_response(&got, head_request) {
             response.append_header(name, value);
         }
-        if head_request || matches!(answer.status, 204 | 304) || answer.len == Some(0) {
+        if head_request || matches!(answer.status, 204 | 304) || answer.body.is_empty() {
             return response;
         }
+        if answer.body.len() <= WHOLE_IN_ONE_WRITE {
+            // A short body goes out in one write with the head; its request is done with the upstream.
+            return response.body(answer.body);
+        }
+        let len = Some(answer.body.len() as u64);
+        let stream = Cursor::new(answer.body);
         let body = UpstreamBody {
-            stream: answer.body,
+            stream: Box::new(stream),
             metrics: self.metrics.clone(),
             what: format!("{} {} {}", request.peer_addr(), request.method(), request.target()),
             sent: 0,
             _in_flight: in_flight,
         };
-        response.body(Body::Reader { reader: Box::new(body), len: answer.len })
+        response.body(Body::Reader { reader: Box::new(body), len })
     }
 
     /// The client's response when the upstream gave none: 502 or 504, logged.

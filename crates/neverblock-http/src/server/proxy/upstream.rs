@@ -1,18 +1,16 @@
 //! One exchange with the upstream through the client: the request with the client's body, and the
 //! answer's head with its body to read.
 
-use std::io::{Cursor, Read};
+use std::io::Read;
 
 use crate::client::{Client, Request as Outgoing};
 use crate::error::Error;
 
-/// The upstream's answer: its status and fields, and its body as a reader of `len` bytes (when
-/// known).
+/// The upstream's answer: its status, fields and body.
 pub(super) struct Answer {
     pub(super) status: u16,
     pub(super) fields: Vec<(String, Vec<u8>)>,
-    pub(super) body: Box<dyn Read>,
-    pub(super) len: Option<u64>,
+    pub(super) body: Vec<u8>,
 }
 
 /// Why a request got no answer from the upstream.
@@ -42,7 +40,5 @@ pub(super) fn exchange(
     let response = client.request(&outgoing).map_err(Failed::Upstream)?;
     let fields = response.headers().map(|(n, v)| (n.to_owned(), v.to_vec())).collect();
     let status = response.status();
-    let body = response.into_body();
-    let len = Some(body.len() as u64);
-    Ok(Answer { status, fields, body: Box::new(Cursor::new(body)), len })
+    Ok(Answer { status, fields, body: response.into_body() })
 }
