@@ -142,6 +142,7 @@ pub(crate) fn run(args: XSendfileArgs) -> anyhow::Result<()> {
                     content: content.clone(),
                     rate: args.rate,
                 };
+                settle(&app_port, args.app_workers)?;
                 runs[way].push(window(clients, &download, args.window));
             }
         }
@@ -163,6 +164,39 @@ fn start_server(root: &Path, app_port: &str, workers: usize) -> anyhow::Result<(
     let url = line.split_whitespace().find(|w| w.starts_with("http://")).context("the server's startup line")?;
     let addr = url.trim_start_matches("http://").trim_end_matches('/').parse()?;
     Ok((process, addr))
+}
+
+/// Waits until every one of the application's workers is free again: downloads the last window
+/// left behind (a proxy still reading a body its client dropped) would otherwise hold up the next
+/// window's first requests. Free means `workers` requests at once each answered within 100 ms.
+fn settle(app_port: &str, workers: usize) -> anyhow::Result<()> {
+    use std::io::{Read, Write};
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let addr = format!("127.0.0.1:{app_port}");
+    loop {
+        let probes: Vec<_> = (0..workers.max(1))
+            .map(|_| {
+                let addr = addr.clone();
+                std::thread::spawn(move || -> std::io::Result<Duration> {
+                    let started = Instant::now();
+                    let mut stream = std::net::TcpStream::connect(&addr)?;
+                    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+                    stream.write_all(b"GET /hello HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")?;
+                    stream.read_to_end(&mut Vec::new())?;
+                    Ok(started.elapsed())
+                })
+            })
+            .collect();
+        let slowest = probes
+            .into_iter()
+            .map(|p| p.join().ok().and_then(Result::ok))
+            .try_fold(Duration::ZERO, |a, b| Some(a.max(b?)));
+        if slowest.is_some_and(|d| d < Duration::from_millis(100)) {
+            return Ok(());
+        }
+        anyhow::ensure!(Instant::now() < deadline, "the application stayed busy for a minute after a window");
+        neverblock::run(|| neverblock::sleep(Duration::from_millis(200)));
+    }
 }
 
 /// One window of `clients` clients downloading `download`.
