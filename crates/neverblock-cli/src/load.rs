@@ -7,17 +7,24 @@
 //! takes its pool's locks for each request.)
 
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
 use std::ops::Range;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use neverblock::runtime::{self, Builder};
+use neverblock::runtime::{self, Builder, JoinError};
+use neverblock::sync::WaitGroup;
 use neverblock_http::{Client, Request};
 
-use crate::histogram::Histogram;
+pub(crate) use interrupt::Interrupt;
+use progress::Counts;
+pub(crate) use tally::Outcome;
+use tally::Tally;
+
+mod interrupt;
+mod progress;
+mod tally;
 
 /// At most how many request numbers a thread claims from the shared counter at once.
 const BATCH: usize = 64;
@@ -31,46 +38,12 @@ pub(crate) struct Load {
     /// Reuse connections; otherwise every request opens its own (`Connection: close`).
     pub(crate) keepalive: bool,
     pub(crate) threads: usize,
+    /// The connect and read timeout.
     pub(crate) timeout: Duration,
-    /// Print a progress line on stderr every second.
+    /// How long one request may take, its body included.
+    pub(crate) total_timeout: Option<Duration>,
+    /// Print a progress line on stderr every second: requests finished, and how many failed.
     pub(crate) progress: bool,
-}
-
-/// What came back.
-#[derive(Debug, Default)]
-pub(crate) struct Outcome {
-    pub(crate) elapsed: Duration,
-    /// Latencies of the requests answered 2xx.
-    pub(crate) latencies: Histogram,
-    /// Failures by kind or status.
-    pub(crate) errors: BTreeMap<String, usize>,
-}
-
-impl Outcome {
-    pub(crate) fn ok(&self) -> usize {
-        self.latencies.count()
-    }
-
-    pub(crate) fn failed(&self) -> usize {
-        self.errors.values().sum()
-    }
-
-    /// Answered requests per second.
-    pub(crate) fn rate(&self) -> f64 {
-        self.ok() as f64 / self.elapsed.as_secs_f64()
-    }
-
-    /// The `p`-th percentile latency (p in 0..=100), to within 1/256.
-    pub(crate) fn percentile(&self, p: f64) -> Option<Duration> {
-        self.latencies.percentile(p)
-    }
-}
-
-/// One thread's answers: latencies of successes, and failures by kind or status.
-#[derive(Debug, Default)]
-struct Tally {
-    latencies: Histogram,
-    errors: BTreeMap<String, usize>,
 }
 
 /// The request numbers one thread's fibers share: a batch claimed from the
@@ -109,27 +82,40 @@ impl Claims {
 
 /// Runs `load` on a runtime of its own and waits for every request.
 pub(crate) fn run(load: Load) -> anyhow::Result<Outcome> {
-    let client = Client::builder()
+    run_until(load, None)
+}
+
+/// Runs `load` on a runtime of its own and waits for every request, or, once `interrupt` has
+/// come, for none: each loop's fibers are cancelled where they are, requests in flight are not
+/// counted, and the outcome says it was interrupted.
+pub(crate) fn run_until(load: Load, interrupt: Option<Arc<Interrupt>>) -> anyhow::Result<Outcome> {
+    let mut client = Client::builder()
         .max_connections_per_host(load.concurrency)
         .connect_timeout(load.timeout)
-        .read_timeout(load.timeout)
-        .build()?;
+        .read_timeout(load.timeout);
+    if let Some(total) = load.total_timeout {
+        client = client.total_timeout(total);
+    }
+    let client = client.build()?;
     let next = Arc::new(AtomicUsize::new(0));
     let threads = load.threads.clamp(1, load.concurrency.max(1));
+    let counts: Arc<[Counts]> = (0..threads).map(|_| Counts::default()).collect();
+    let interrupted = interrupt.clone();
     // Timed from when every loop is up until the last answer, as the peers time themselves.
     let (tallies, elapsed) = Builder::new().threads(threads).run(move || {
         let started = Instant::now();
         let handles: Vec<_> = (0..threads)
             .map(|t| {
                 let (client, next, load) = (client.clone(), next.clone(), load.clone());
+                let here = Here { counts: counts.clone(), index: t, interrupt: interrupt.clone() };
                 runtime::spawn_on(t, move || {
                     let fibers = load.concurrency / threads + usize::from(t < load.concurrency % threads);
                     let progress = (t == 0 && load.progress).then(|| {
-                        let (next, total) = (next.clone(), load.requests);
-                        neverblock::spawn(move || report_progress(&next, total, started))
+                        let (counts, total) = (here.counts.clone(), load.requests);
+                        neverblock::spawn(move || progress::report(&counts, total, started))
                     });
-                    let tally =
-                        run_thread(&client, Claims::new(next, load.requests, load.concurrency, fibers), &load, fibers);
+                    let claims = Claims::new(next, load.requests, load.concurrency, fibers);
+                    let tally = run_thread(&client, claims, &load, fibers, here);
                     if let Some(progress) = progress {
                         progress.cancel();
                     }
@@ -140,60 +126,100 @@ pub(crate) fn run(load: Load) -> anyhow::Result<Outcome> {
         let tallies = handles.into_iter().map(|h| h.join().expect("a load thread panicked")).collect::<Vec<_>>();
         (tallies, started.elapsed())
     });
-    let mut outcome = Outcome { elapsed, ..Outcome::default() };
+    let interrupted = interrupted.is_some_and(|i| i.happened());
+    let mut outcome = Outcome { elapsed, interrupted, ..Outcome::default() };
     for tally in tallies {
-        outcome.latencies.merge(&tally.latencies);
-        for (e, count) in tally.errors {
-            *outcome.errors.entry(e).or_default() += count;
-        }
+        outcome.add(tally);
     }
     Ok(outcome)
 }
 
-/// Runs `fibers` fibers on this thread until `claims` runs out; returns their tally.
-fn run_thread(client: &Client, claims: Claims, load: &Load, fibers: usize) -> Tally {
+/// What a loop's fibers share besides the client, the claims and the tally.
+struct Here {
+    /// Every loop's progress counts; this loop's are `counts[index]`.
+    counts: Arc<[Counts]>,
+    index: usize,
+    interrupt: Option<Arc<Interrupt>>,
+}
+
+/// Runs `fibers` fibers on this thread until `claims` runs out, or the interrupt comes; returns
+/// their tally.
+fn run_thread(client: &Client, claims: Claims, load: &Load, fibers: usize, here: Here) -> Tally {
     let (claims, tally) = (Rc::new(claims), Rc::new(RefCell::new(Tally::default())));
-    let workers: Vec<_> = (0..fibers)
-        .map(|_| {
-            let (client, claims, tally, load) = (client.clone(), claims.clone(), tally.clone(), load.clone());
-            neverblock::spawn(move || work(&client, &claims, &tally, &load))
+    // Every worker counts itself out when it ends, is cancelled, or is cancelled before it starts
+    // (its closure, and so the guard, is dropped unrun).
+    let ended = Rc::new(WaitGroup::new());
+    ended.add(fibers);
+    let workers: Rc<Vec<_>> = Rc::new(
+        (0..fibers)
+            .map(|_| {
+                let (client, claims, tally, load) = (client.clone(), claims.clone(), tally.clone(), load.clone());
+                let (counts, index, out) = (here.counts.clone(), here.index, Out(ended.clone()));
+                neverblock::spawn(move || {
+                    let _out = out;
+                    work(&client, &claims, &tally, &load, &counts[index]);
+                })
+            })
+            .collect(),
+    );
+    let watcher = here.interrupt.map(|interrupt| {
+        let workers = workers.clone();
+        neverblock::spawn(move || match interrupt.wait() {
+            Ok(()) => workers.iter().for_each(|worker| worker.cancel()),
+            Err(e) => log::warn!("Ctrl-C cannot stop this run: {e}"),
         })
-        .collect();
+    });
+    ended.wait().expect("no timeout is around the wait");
+    if let Some(watcher) = watcher {
+        watcher.cancel();
+        let _ = watcher.join();
+    }
+    let workers = Rc::into_inner(workers).expect("the watcher, the only other holder, has ended");
     for worker in workers {
-        worker.join().expect("a load fiber panicked");
+        match worker.join() {
+            Ok(()) | Err(JoinError::Cancelled) => {}
+            Err(e) => panic!("a load fiber failed: {e}"),
+        }
     }
     Rc::into_inner(tally).expect("every fiber holding the tally has ended").into_inner()
 }
 
+/// Marks a worker ended in its group when dropped.
+struct Out(Rc<WaitGroup>);
+
+impl Drop for Out {
+    fn drop(&mut self) {
+        self.0.done();
+    }
+}
+
 /// One fiber's loop: claim the next request until there are none left. A request
 /// is timed from the end of the one before (the bookkeeping between them is a few
-/// instructions), so each costs one clock read.
-fn work(client: &Client, claims: &Claims, tally: &RefCell<Tally>, load: &Load) {
+/// instructions), so each costs one clock read. Its body is read to the end and
+/// dropped as it arrives (at most one read's worth held), which also gives a
+/// kept-alive connection back to the pool.
+fn work(client: &Client, claims: &Claims, tally: &RefCell<Tally>, load: &Load, counts: &Counts) {
     let request = match load.keepalive {
         true => Request::new("GET", load.url.as_str()),
         false => Request::new("GET", load.url.as_str()).header("Connection", "close"),
     };
     let mut start = Instant::now();
     while claims.claim() {
-        let result = client.request(&request);
+        let result = client.send(&request).and_then(|mut response| {
+            response.copy_to(&mut std::io::sink())?;
+            Ok(response)
+        });
         let end = Instant::now();
         let mut tally = tally.borrow_mut();
+        counts.finish(!result.as_ref().is_ok_and(|r| (200..300).contains(&r.status())));
         match result {
-            Ok(r) if (200..300).contains(&r.status()) => tally.latencies.record(end - start),
-            Ok(r) => *tally.errors.entry(format!("status {}", r.status())).or_default() += 1,
-            Err(e) => *tally.errors.entry(format!("{:?}", e.kind())).or_default() += 1,
+            Ok(r) if (200..300).contains(&r.status()) => tally.success(end - start),
+            Ok(r) => tally.failure(format!("status {}", r.status()), end, || {
+                format!("GET {}: {} {}", r.url(), r.status(), r.reason())
+            }),
+            Err(e) => tally.failure(format!("{:?}", e.kind()), end, || e.to_string()),
         }
         start = end;
-    }
-}
-
-/// Prints `done/total, rate` on stderr every second until cancelled.
-fn report_progress(next: &AtomicUsize, total: usize, started: Instant) {
-    loop {
-        neverblock::sleep(Duration::from_secs(1));
-        let claimed = next.load(Ordering::Relaxed).min(total);
-        let rate = claimed as f64 / started.elapsed().as_secs_f64();
-        eprint!("\r{claimed}/{total} requests claimed, {rate:.0}/s   ");
     }
 }
 

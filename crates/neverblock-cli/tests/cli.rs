@@ -427,3 +427,183 @@ fn app_sleep_bench_serves_every_client_at_once_beside_one_blocking_worker() {
     // One worker sleeping 0.2 s per request cannot pass 5 a second, whatever the machine.
     assert!(metric("blocking", "requests_per_s") <= 5.0, "{stdout}");
 }
+
+/// Runs `neverblock args`, killing it if it has not ended within `limit` (a hang guard); its exit
+/// status, stdout and stderr.
+fn neverblock_within(args: &[&str], limit: std::time::Duration) -> (std::process::ExitStatus, String, String) {
+    let child = Command::new(env!("CARGO_BIN_EXE_neverblock"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run neverblock");
+    finish_within(child, limit)
+}
+
+/// Waits for `child` (stdout and stderr piped) for at most `limit`, then kills it; its exit status,
+/// stdout and stderr.
+fn finish_within(
+    mut child: std::process::Child,
+    limit: std::time::Duration,
+) -> (std::process::ExitStatus, String, String) {
+    use std::io::Read;
+    let collect = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = pipe.read_to_string(&mut text);
+            text
+        })
+    };
+    let stdout = collect(Box::new(child.stdout.take().expect("stdout is piped")));
+    let stderr = collect(Box::new(child.stderr.take().expect("stderr is piped")));
+    let deadline = std::time::Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for neverblock") {
+            break status;
+        }
+        if std::time::Instant::now() >= deadline {
+            // Not yet reaped, so the pid is still this child's.
+            let _ = child.kill();
+            break child.wait().expect("wait for neverblock");
+        }
+        #[expect(clippy::disallowed_methods, reason = "a plain test thread polls a child process")]
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    (status, stdout.join().unwrap(), stderr.join().unwrap())
+}
+
+/// A one-connection HTTP server on a std thread: reads a request head, then runs `answer` on the
+/// socket. Returns the URL.
+fn one_shot_server(answer: impl FnOnce(&mut std::net::TcpStream) + Send + 'static) -> String {
+    use std::io::Read;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).is_ok_and(|n| n == 1) {
+            head.push(byte[0]);
+        }
+        answer(&mut stream);
+    });
+    url
+}
+
+#[test]
+fn get_drops_bodies_as_it_reads_them_so_memory_does_not_grow_with_them() {
+    use std::io::Write;
+    const BODY: usize = 256 << 20;
+    let url = one_shot_server(|stream| {
+        let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {BODY}\r\nConnection: close\r\n\r\n");
+        stream.write_all(head.as_bytes()).unwrap();
+        let piece = vec![b'x'; 1 << 20];
+        for _ in 0..BODY / piece.len() {
+            if stream.write_all(&piece).is_err() {
+                return;
+            }
+        }
+    });
+    let (status, stdout, stderr) =
+        neverblock_within(&["get", &url, "-n", "1", "-c", "1", "--json"], std::time::Duration::from_secs(120));
+    assert!(status.success(), "{stderr}");
+    let row: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(row["ok"], 1, "{row}");
+    let peak = row["peak_rss_bytes"].as_u64().expect("the peak is reported");
+    assert!(peak < (BODY / 4) as u64, "a {BODY}-byte body took the client to {peak} bytes of memory");
+}
+
+#[test]
+fn get_total_timeout_ends_a_request_the_server_never_answers() {
+    let url = one_shot_server(|stream| {
+        use std::io::Read;
+        // Holds the connection open, answering nothing, until the client leaves.
+        let _ = stream.read(&mut [0u8; 1]);
+    });
+    let args = ["get", &url, "-n", "1", "-c", "1", "--timeout", "60s", "--total-timeout", "300ms", "--json"];
+    let (status, stdout, stderr) = neverblock_within(&args, std::time::Duration::from_secs(30));
+    assert!(!status.success(), "{stderr}");
+    let row: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout} {stderr}"));
+    assert_eq!(row["errors"], serde_json::json!({"TotalTimeout": 1}), "{row}");
+}
+
+/// `neverblock args` under `ulimit -n fd_limit` (soft and hard), through `sh`; as [`neverblock_within`].
+fn neverblock_with_fd_limit(
+    fd_limit: u32,
+    args: &[&str],
+    limit: std::time::Duration,
+) -> (std::process::ExitStatus, String, String) {
+    let child = Command::new("sh")
+        .arg("-c")
+        .arg(format!("ulimit -n {fd_limit} && exec \"$0\" \"$@\""))
+        .arg(env!("CARGO_BIN_EXE_neverblock"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run neverblock through sh");
+    finish_within(child, limit)
+}
+
+#[test]
+fn get_failures_say_why_and_fail_the_run_even_when_some_succeed() {
+    let server = DelayServer::start(&["--delay", "50ms"]);
+    // 100 connections at once, about 30 descriptors: most connects fail with EMFILE.
+    let args = ["get", server.1.as_str(), "-n", "300", "-c", "100", "--threads", "1", "--json"];
+    let (status, stdout, stderr) = neverblock_with_fd_limit(40, &args, std::time::Duration::from_secs(60));
+    assert!(!status.success(), "a run with failures fails: {stdout}");
+    assert!(stderr.contains("requests failed"), "{stderr}");
+    let row: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout} {stderr}"));
+    assert!(row["ok"].as_u64().unwrap() > 0, "{row}");
+    assert!(row["errors"]["Io"].as_u64().unwrap() > 0, "{row}");
+    let why = row["first_errors"]["Io"].as_str().unwrap_or_default();
+    assert!(why.contains("Too many open files"), "the first Io error says why: {row}");
+}
+
+#[test]
+fn get_progress_counts_finished_requests_and_errors() {
+    // Three rounds of two 400 ms requests: at the first progress line (after 1 s) at most four
+    // have finished, although all six were claimed by then.
+    let server = DelayServer::start(&["--delay", "400ms"]);
+    let args = ["get", server.1.as_str(), "-n", "6", "-c", "2", "--threads", "1"];
+    let (status, stdout, stderr) = neverblock_within(&args, std::time::Duration::from_secs(60));
+    assert!(status.success(), "{stdout}{stderr}");
+    let line =
+        stderr.split(['\r', '\n']).find(|l| l.contains("done")).unwrap_or_else(|| panic!("no progress: {stderr:?}"));
+    let finished: usize = line.split('/').next().unwrap().trim().parse().unwrap_or_else(|e| panic!("{e}: {line:?}"));
+    assert!(finished < 6, "{line:?}");
+    assert!(line.contains("/6 done, 0 errors"), "{line:?}");
+}
+
+#[test]
+fn get_stops_on_ctrl_c_and_prints_the_summary_so_far() {
+    let server = DelayServer::start(&["--delay", "100ms"]);
+    // Far more requests than the run will see: only Ctrl-C ends it.
+    let child = Command::new(env!("CARGO_BIN_EXE_neverblock"))
+        .args(["get", server.1.as_str(), "-n", "1000000", "-c", "4", "--threads", "1", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run neverblock");
+    // Some requests finish first (about 40 a second); four are in flight when the signal comes.
+    #[expect(clippy::disallowed_methods, reason = "a plain test thread lets the child run a while")]
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // The child is not reaped yet, so its pid is still its own.
+    let kill = Command::new("sh").arg("-c").arg(format!("kill -INT {}", child.id())).status().unwrap();
+    assert!(kill.success());
+    let (status, stdout, stderr) = finish_within(child, std::time::Duration::from_secs(30));
+    assert_eq!(status.code(), Some(130), "{status}: {stdout} {stderr}");
+    let row: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout:?} {stderr}"));
+    assert_eq!(row["interrupted"], true, "{row}");
+    assert!(row["ok"].as_u64().unwrap() > 0, "{row}");
+    assert_eq!(row["errors"], serde_json::json!({}), "requests cut short are not failures: {row}");
+}
+
+#[test]
+fn get_refuses_more_threads_than_the_descriptor_limit_allows() {
+    let args = ["get", "http://127.0.0.1:1/", "-n", "200", "-c", "200", "--threads", "100"];
+    let (status, stdout, stderr) = neverblock_with_fd_limit(64, &args, std::time::Duration::from_secs(60));
+    assert!(!status.success(), "{stdout}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.contains("--threads 100 needs about") && stderr.contains("open-files limit of 64"), "{stderr}");
+}

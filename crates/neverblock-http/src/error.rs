@@ -4,6 +4,8 @@ use std::fmt;
 use std::io;
 
 #[cfg(feature = "client")]
+use super::client::DeadlinePassed;
+#[cfg(feature = "client")]
 use super::wire::WireError;
 
 /// Why a request failed, or a server could not run.
@@ -67,7 +69,7 @@ impl Error {
     }
 
     /// An error of `kind` caused by `source`: `what` failed.
-    #[cfg(feature = "server")]
+    #[cfg(any(feature = "client", feature = "server"))]
     pub(crate) fn with_source(kind: ErrorKind, what: String, source: io::Error) -> Error {
         Error { kind, message: format!("{what}: {source}"), source: Some(source) }
     }
@@ -76,6 +78,9 @@ impl Error {
     #[cfg(feature = "client")]
     pub(crate) fn io(phase: &str, e: io::Error) -> Error {
         let kind = match e.kind() {
+            io::ErrorKind::TimedOut if e.get_ref().is_some_and(|inner| inner.is::<DeadlinePassed>()) => {
+                ErrorKind::TotalTimeout
+            }
             io::ErrorKind::ConnectionRefused => ErrorKind::Refused,
             io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionAborted | io::ErrorKind::BrokenPipe => {
                 ErrorKind::Reset
@@ -94,7 +99,10 @@ impl Error {
     pub(crate) fn wire(url: &str, e: WireError) -> Error {
         match e {
             WireError::Io(e) => Error::io(&format!("read from {url}"), e),
-            WireError::NoResponse => {
+            WireError::NoResponse(Some(e)) if e.kind() != io::ErrorKind::UnexpectedEof => {
+                Error::io(&format!("{url}: the connection was reset before any response"), e)
+            }
+            WireError::NoResponse(_) => {
                 Error::new(ErrorKind::Truncated, format!("{url}: the connection closed before any response"))
             }
             WireError::Malformed(m) => Error::new(ErrorKind::Malformed, format!("{url}: {m}")),
@@ -112,6 +120,36 @@ impl Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.message)
+    }
+}
+
+/// An [`Error`] as an I/O error, for a `Read` or `Write` that fails with one (as
+/// [`ResponseStream`](crate::ResponseStream) does): of the nearest [`io::ErrorKind`], with the
+/// `Error` inside, where `get_ref` and `downcast` find it.
+///
+/// # Examples
+///
+/// ```
+/// use neverblock_http::{Error, ErrorKind};
+///
+/// let err = neverblock_http::get("http://127.0.0.1:1/").unwrap_err();
+/// let io = std::io::Error::from(err);
+/// assert_eq!(io.kind(), std::io::ErrorKind::ConnectionRefused);
+/// let inner = io.get_ref().and_then(|e| e.downcast_ref::<Error>()).unwrap();
+/// assert_eq!(inner.kind(), ErrorKind::Refused);
+/// ```
+impl From<Error> for io::Error {
+    fn from(e: Error) -> io::Error {
+        let kind = match e.kind {
+            ErrorKind::Refused => io::ErrorKind::ConnectionRefused,
+            ErrorKind::Reset => io::ErrorKind::ConnectionReset,
+            ErrorKind::ConnectTimeout | ErrorKind::ReadTimeout | ErrorKind::TotalTimeout => io::ErrorKind::TimedOut,
+            ErrorKind::Truncated => io::ErrorKind::UnexpectedEof,
+            ErrorKind::Malformed | ErrorKind::TooLarge | ErrorKind::Tls => io::ErrorKind::InvalidData,
+            ErrorKind::InvalidUrl => io::ErrorKind::InvalidInput,
+            _ => e.source.as_ref().map_or(io::ErrorKind::Other, io::Error::kind),
+        };
+        io::Error::new(kind, e)
     }
 }
 

@@ -11,7 +11,9 @@
 //! per-host cap and an idle timeout; Content-Length, chunked and close-delimited bodies; connect,
 //! read and total timeouts, each its own [`ErrorKind`]; redirects when asked for; a request on a
 //! pooled connection that the server had closed is sent again once on a fresh one when it is
-//! replayable (Go's rule). Responses are read whole, in reads that grow from 4 KiB to 64 KiB.
+//! replayable (Go's rule). Responses are read whole ([`Client::request`]) or as a stream
+//! ([`Client::send`] gives a [`ResponseStream`] once the head has arrived), in reads that grow from
+//! 4 KiB to 64 KiB; a request body may be streamed from a reader too ([`Client::send_body`]).
 //!
 //! **The server** ([`server`]): a fiber per connection over a loop per core; a handler is a
 //! closure from a request (with its body as a `Read`) to a response (bytes, a stream, or a file
@@ -51,9 +53,11 @@ mod client;
 mod error;
 #[cfg(feature = "server")]
 pub mod server;
+mod version;
 #[cfg(any(feature = "client", feature = "server"))]
 mod wire;
 
 #[cfg(feature = "client")]
-pub use client::{get, post, Client, ClientBuilder, Request, Response};
+pub use client::{get, post, Client, ClientBuilder, Request, Response, ResponseStream};
 pub use error::{Error, ErrorKind};
+pub use version::Version;

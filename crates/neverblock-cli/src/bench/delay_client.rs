@@ -82,6 +82,7 @@ pub(crate) fn run(args: DelayClientArgs) -> anyhow::Result<()> {
             keepalive: false,
             threads: neverblock::runtime::available_threads(),
             timeout: Duration::from_secs(30),
+            total_timeout: None,
             progress: false,
         };
         // One untimed burst first, so that no row meets a cold server (fresh stacks,

@@ -124,6 +124,7 @@ fn measure(name: &str, command: Command, args: &IdleArgs) -> anyhow::Result<Vec<
         keepalive: true,
         threads: 1,
         timeout: Duration::from_secs(30),
+        total_timeout: None,
         progress: false,
     };
     // Untimed, so neither row meets a cold server.

@@ -68,7 +68,7 @@ pub(crate) struct Common {
 }
 
 /// A `/proc/self/status` field given in kB (`VmRSS:`, `VmHWM:`), in bytes.
-fn status_bytes(key: &str) -> Option<u64> {
+pub(crate) fn status_bytes(key: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let value = status.lines().find_map(|l| l.strip_prefix(key))?;
     Some(value.split_whitespace().next()?.parse::<u64>().ok()? * 1024)

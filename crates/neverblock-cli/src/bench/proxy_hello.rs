@@ -67,6 +67,7 @@ pub(crate) fn run(args: ProxyHelloArgs) -> anyhow::Result<()> {
                 keepalive: true,
                 threads: 1,
                 timeout: Duration::from_secs(10),
+                total_timeout: None,
                 progress: false,
             })?;
             anyhow::ensure!(outcome.failed() == 0, "{target}: {:?}", outcome.errors);

@@ -1,8 +1,10 @@
-//! One connection to a server: plain TCP, or TLS (rustls) over the same fiber-aware stream.
+//! One connection to a server: plain TCP, or TLS (rustls) over the same fiber-aware stream, each
+//! read and write waiting no longer than the read timeout and the request's deadline allow.
 
+use std::fmt;
 use std::io::{self, Read, Write};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rustls::pki_types::ServerName;
 use rustls::{ClientConfig, ClientConnection, StreamOwned};
@@ -14,8 +16,86 @@ use neverblock::net::{TcpStream, ToSocketAddrs};
 /// A connection's byte stream.
 #[derive(Debug)]
 pub(crate) enum Conn {
-    Plain(TcpStream),
-    Tls(Box<StreamOwned<ClientConnection, TcpStream>>),
+    Plain(Socket),
+    Tls(Box<StreamOwned<ClientConnection, Socket>>),
+}
+
+/// A TCP stream whose every read and write waits at most the read timeout, and never past the
+/// request's deadline: the deadline is turned into a timeout again before each call, so a server
+/// that sends a byte now and then cannot stretch a request past its total timeout, in a fiber or
+/// outside a runtime alike (where no fiber timeout could cut the call short).
+#[derive(Debug)]
+pub(crate) struct Socket {
+    tcp: TcpStream,
+    /// The longest one read or write may wait.
+    timeout: Duration,
+    /// When the request must be over (its total timeout), if it has one.
+    deadline: Option<Instant>,
+}
+
+/// The error a read or write gives once the request's deadline has passed: a `TimedOut` I/O error
+/// whose inner error is this.
+#[derive(Debug)]
+pub(crate) struct DeadlinePassed;
+
+impl fmt::Display for DeadlinePassed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the request's total timeout has passed")
+    }
+}
+
+impl std::error::Error for DeadlinePassed {}
+
+impl Socket {
+    /// Sets how long each read and write may wait, and the deadline of the request about to use
+    /// the connection.
+    pub(crate) fn set_budget(&mut self, timeout: Duration, deadline: Option<Instant>) -> io::Result<()> {
+        self.timeout = timeout;
+        self.deadline = deadline;
+        if deadline.is_none() {
+            // Set once here, not before every call.
+            self.tcp.set_read_timeout(Some(timeout))?;
+            self.tcp.set_write_timeout(Some(timeout))?;
+        }
+        Ok(())
+    }
+
+    /// Runs `op` under the read timeout or what is left before the deadline, whichever is shorter
+    /// (`set` installs it); a `TimedOut` that the deadline caused becomes [`DeadlinePassed`].
+    fn bounded<T>(
+        &self,
+        set: fn(&TcpStream, Option<Duration>) -> io::Result<()>,
+        op: impl FnOnce(&TcpStream) -> io::Result<T>,
+    ) -> io::Result<T> {
+        let Some(deadline) = self.deadline else { return op(&self.tcp) };
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, DeadlinePassed));
+        }
+        set(&self.tcp, Some(left.min(self.timeout)))?;
+        match op(&self.tcp) {
+            Err(e) if e.kind() == io::ErrorKind::TimedOut && left <= self.timeout => {
+                Err(io::Error::new(io::ErrorKind::TimedOut, DeadlinePassed))
+            }
+            result => result,
+        }
+    }
+}
+
+impl Read for Socket {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.bounded(TcpStream::set_read_timeout, |mut tcp| tcp.read(buf))
+    }
+}
+
+impl Write for Socket {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.bounded(TcpStream::set_write_timeout, |mut tcp| tcp.write(buf))
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 impl Conn {
@@ -40,6 +120,7 @@ impl Conn {
             last.unwrap_or_else(|| Error::new(ErrorKind::Resolve, format!("resolve {host}: no address")))
         })?;
         stream.set_nodelay(true).map_err(|e| Error::io("set TCP_NODELAY", e))?;
+        let stream = Socket { tcp: stream, timeout: Duration::MAX, deadline: None };
         if !origin.tls {
             return Ok(Conn::Plain(stream));
         }
@@ -50,10 +131,17 @@ impl Conn {
         Ok(Conn::Tls(Box::new(StreamOwned::new(session, stream))))
     }
 
-    pub(crate) fn tcp(&self) -> &TcpStream {
+    pub(crate) fn socket(&mut self) -> &mut Socket {
         match self {
             Conn::Plain(s) => s,
-            Conn::Tls(s) => &s.sock,
+            Conn::Tls(s) => &mut s.sock,
+        }
+    }
+
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            Conn::Plain(s) => &s.tcp,
+            Conn::Tls(s) => &s.sock.tcp,
         }
     }
 

@@ -8,6 +8,7 @@ use std::sync::{Arc, OnceLock};
 use super::Client;
 use crate::error::Error;
 use crate::wire::head::Head;
+use crate::Version;
 
 /// `GET url` with the process's shared default [`Client`].
 ///
@@ -30,6 +31,13 @@ pub fn get(url: &str) -> Result<Response, Error> {
 /// # Errors
 ///
 /// See [`ErrorKind`](crate::ErrorKind).
+///
+/// # Examples
+///
+/// ```
+/// let err = neverblock_http::post("http://127.0.0.1:1/upload", "data").unwrap_err();
+/// assert_eq!(err.kind(), neverblock_http::ErrorKind::Refused);
+/// ```
 pub fn post(url: &str, body: impl Into<Vec<u8>>) -> Result<Response, Error> {
     default_client().post(url, body)
 }
@@ -39,9 +47,10 @@ fn default_client() -> &'static Client {
     CLIENT.get_or_init(Client::new)
 }
 
-/// A request: method, absolute URL, extra headers and a body.
+/// A request: method, absolute URL, extra headers and a body in memory.
 ///
-/// `Host`, and `Content-Length` when there is a body, are added when it is sent.
+/// `Host`, and `Content-Length` when there is a body, are added when it is sent. A body streamed
+/// from a reader is given to [`Client::send_body`] instead.
 ///
 /// # Examples
 ///
@@ -66,6 +75,13 @@ pub struct Request {
 
 impl Request {
     /// A request with no extra headers and no body.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let request = neverblock_http::Request::new("GET", "http://127.0.0.1:8080/");
+    /// assert_eq!((request.method(), request.url()), ("GET", "http://127.0.0.1:8080/"));
+    /// ```
     pub fn new(method: impl Into<String>, url: impl Into<String>) -> Request {
         let url = url.into();
         let parsed = super::parse(&url).ok().map(Arc::new);
@@ -73,29 +89,56 @@ impl Request {
     }
 
     /// Adds a header.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let request = neverblock_http::Request::new("GET", "http://127.0.0.1:8080/").header("Accept", "text/html");
+    /// # drop(request);
+    /// ```
     pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Request {
         self.headers.push((name.into(), value.into()));
         self
     }
 
     /// Sets the body.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let request = neverblock_http::Request::new("POST", "http://127.0.0.1:8080/").body(vec![1, 2, 3]);
+    /// # drop(request);
+    /// ```
     pub fn body(mut self, body: impl Into<Vec<u8>>) -> Request {
         self.body = body.into();
         self
     }
 
     /// The method.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(neverblock_http::Request::new("DELETE", "http://h/").method(), "DELETE");
+    /// ```
     pub fn method(&self) -> &str {
         &self.method
     }
 
     /// The URL.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(neverblock_http::Request::new("GET", "http://h/a?b").url(), "http://h/a?b");
+    /// ```
     pub fn url(&self) -> &str {
         self.url.as_str()
     }
 }
 
-/// A whole response.
+/// A whole response, its body read into memory ([`ResponseStream`](super::ResponseStream) is the
+/// same response with its body still to be read).
 ///
 /// # Examples
 ///
@@ -108,6 +151,7 @@ impl Request {
 #[derive(Clone)]
 pub struct Response {
     pub(super) status: u16,
+    pub(super) version: Version,
     pub(super) head: Head,
     pub(super) body: Vec<u8>,
     pub(super) url: Arc<url::Url>,
@@ -115,41 +159,114 @@ pub struct Response {
 
 impl Response {
     /// The status code.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let response = neverblock_http::get("http://127.0.0.1:8080/").unwrap();
+    /// assert!((200..300).contains(&response.status()));
+    /// ```
     pub fn status(&self) -> u16 {
         self.status
     }
 
+    /// The HTTP version the server answered in.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let response = neverblock_http::get("http://127.0.0.1:8080/").unwrap();
+    /// assert_eq!(response.version(), neverblock_http::Version::Http11);
+    /// ```
+    pub fn version(&self) -> Version {
+        self.version
+    }
+
     /// The reason phrase.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let response = neverblock_http::get("http://127.0.0.1:8080/").unwrap();
+    /// println!("{} {}", response.status(), response.reason());
+    /// ```
     pub fn reason(&self) -> &str {
         self.head.reason()
     }
 
     /// The first header called `name` (any case), if its value is UTF-8.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let response = neverblock_http::get("http://127.0.0.1:8080/").unwrap();
+    /// let kind = response.header("content-type").unwrap_or("application/octet-stream");
+    /// # drop(kind);
+    /// ```
     pub fn header(&self, name: &str) -> Option<&str> {
         self.head.get(name).and_then(|v| std::str::from_utf8(v).ok())
     }
 
     /// Every header, in the order received.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let response = neverblock_http::get("http://127.0.0.1:8080/").unwrap();
+    /// for (name, value) in response.headers() {
+    ///     println!("{name}: {}", String::from_utf8_lossy(value));
+    /// }
+    /// ```
     pub fn headers(&self) -> impl Iterator<Item = (&str, &[u8])> {
         self.head.fields()
     }
 
     /// The body.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let response = neverblock_http::get("http://127.0.0.1:8080/").unwrap();
+    /// std::fs::write("index.html", response.body()).unwrap();
+    /// ```
     pub fn body(&self) -> &[u8] {
         &self.body
     }
 
     /// The body as text (invalid UTF-8 replaced).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let response = neverblock_http::get("http://127.0.0.1:8080/").unwrap();
+    /// println!("{}", response.text());
+    /// ```
     pub fn text(&self) -> Cow<'_, str> {
         String::from_utf8_lossy(&self.body)
     }
 
     /// The body, taken.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let response = neverblock_http::get("http://127.0.0.1:8080/").unwrap();
+    /// let bytes: Vec<u8> = response.into_body();
+    /// # drop(bytes);
+    /// ```
     pub fn into_body(self) -> Vec<u8> {
         self.body
     }
 
     /// The URL that answered (the last one, after redirects).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let client = neverblock_http::Client::builder().redirects(5).build().unwrap();
+    /// let response = client.get("http://127.0.0.1:8080/old").unwrap();
+    /// println!("answered by {}", response.url());
+    /// ```
     pub fn url(&self) -> &str {
         self.url.as_str()
     }
@@ -159,6 +276,7 @@ impl fmt::Debug for Response {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Response")
             .field("status", &self.status)
+            .field("version", &self.version)
             .field("head", &self.head)
             .field("body", &format_args!("{} bytes", self.body.len()))
             .field("url", &self.url.as_str())

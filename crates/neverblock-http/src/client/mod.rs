@@ -1,6 +1,7 @@
 //! The client: requests, redirects, timeouts and the stale-connection retry, over a keep-alive
-//! pool of plain or TLS connections.
+//! pool of plain or TLS connections; responses as streams, or read whole.
 
+use std::io::Read;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -8,18 +9,26 @@ use rustls::ClientConfig;
 use url::Url;
 
 use crate::error::{Error, ErrorKind};
-use crate::wire::client::{read_response, RequestHead};
+use crate::wire::client::{read_response_head, RequestHead, ResponseHead, SendError, Upload};
 use crate::wire::{self, BufferedConn, Limits, WireError};
-use conn::{tls_config, Conn};
+use conn::Conn;
 use origin::OriginRef;
-use pool::{Host, Pool, PooledConn};
+use pool::{Pool, PooledConn};
 
+mod builder;
 mod conn;
 mod message;
 mod origin;
 mod pool;
+mod stream;
 
+pub use builder::ClientBuilder;
+pub(crate) use conn::DeadlinePassed;
 pub use message::{get, post, Request, Response};
+pub use stream::ResponseStream;
+
+/// The most of a redirect's body read (and dropped) to keep its connection: a longer one closes it.
+const REDIRECT_BODY_SKIP: u64 = 64 * 1024;
 
 /// An HTTP/1.1 client with a keep-alive pool; cheap to clone (clones share the
 /// pool) and usable from any fiber or thread.
@@ -27,6 +36,10 @@ pub use message::{get, post, Request, Response};
 /// Requests read like blocking code: inside a fiber each waits by parking the
 /// fiber, so many fibers' requests are in flight at once on one thread;
 /// outside a runtime they block the thread.
+///
+/// [`request`](Client::request) (and `get`, `head`, `post`) returns a [`Response`] read whole;
+/// [`send`](Client::send) returns a [`ResponseStream`] as soon as the head has arrived, its body
+/// read as it comes; [`send_body`](Client::send_body) also streams the request's body from a reader.
 ///
 /// # Examples
 ///
@@ -64,127 +77,11 @@ struct Inner {
     limits: Limits,
 }
 
-/// Settings for a [`Client`].
-///
-/// Defaults: connect timeout 30 s, read timeout 60 s, no total timeout, 64
-/// connections per host, idle connections closed after 90 s, redirects not
-/// followed, response bodies up to 1 GiB, Mozilla's root certificates.
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-///
-/// let client = neverblock_http::Client::builder()
-///     .connect_timeout(Duration::from_secs(2))
-///     .read_timeout(Duration::from_secs(5))
-///     .total_timeout(Duration::from_secs(10))
-///     .max_connections_per_host(8)
-///     .redirects(5)
-///     .build()
-///     .unwrap();
-/// # drop(client);
-/// ```
-#[derive(Clone, Debug)]
-pub struct ClientBuilder {
-    connect_timeout: Duration,
-    read_timeout: Duration,
-    total_timeout: Option<Duration>,
-    per_host: usize,
-    idle_timeout: Duration,
-    redirects: usize,
-    max_body: usize,
-    roots: Vec<Vec<u8>>,
-}
-
-impl Default for ClientBuilder {
-    fn default() -> ClientBuilder {
-        ClientBuilder {
-            connect_timeout: Duration::from_secs(30),
-            read_timeout: Duration::from_secs(60),
-            total_timeout: None,
-            per_host: 64,
-            idle_timeout: Duration::from_secs(90),
-            redirects: 0,
-            max_body: usize::try_from(Limits::default().max_body).unwrap_or(usize::MAX),
-            roots: Vec::new(),
-        }
-    }
-}
-
-impl ClientBuilder {
-    /// How long connecting may take (`ErrorKind::ConnectTimeout`).
-    pub fn connect_timeout(mut self, timeout: Duration) -> ClientBuilder {
-        self.connect_timeout = timeout;
-        self
-    }
-
-    /// How long one read or write may wait (`ErrorKind::ReadTimeout`).
-    pub fn read_timeout(mut self, timeout: Duration) -> ClientBuilder {
-        self.read_timeout = timeout;
-        self
-    }
-
-    /// How long a whole request may take, redirects included (`ErrorKind::TotalTimeout`).
-    pub fn total_timeout(mut self, timeout: Duration) -> ClientBuilder {
-        self.total_timeout = Some(timeout);
-        self
-    }
-
-    /// At most `n` connections to one origin at once, busy or idle; more requests wait their turn.
-    pub fn max_connections_per_host(mut self, n: usize) -> ClientBuilder {
-        self.per_host = n.max(1);
-        self
-    }
-
-    /// Idle keep-alive connections older than this are closed, not reused.
-    pub fn idle_timeout(mut self, timeout: Duration) -> ClientBuilder {
-        self.idle_timeout = timeout;
-        self
-    }
-
-    /// Follow up to `n` redirects (0, the default: return the 3xx response).
-    pub fn redirects(mut self, n: usize) -> ClientBuilder {
-        self.redirects = n;
-        self
-    }
-
-    /// Refuse response bodies larger than `bytes` (`ErrorKind::TooLarge`).
-    pub fn max_body(mut self, bytes: usize) -> ClientBuilder {
-        self.max_body = bytes;
-        self
-    }
-
-    /// Trust this root certificate (DER) as well as Mozilla's.
-    pub fn add_root_certificate(mut self, der: Vec<u8>) -> ClientBuilder {
-        self.roots.push(der);
-        self
-    }
-
-    /// The client.
-    ///
-    /// # Errors
-    ///
-    /// `ErrorKind::Tls` if a root certificate is not a valid certificate.
-    pub fn build(self) -> Result<Client, Error> {
-        Ok(Client {
-            inner: Arc::new(Inner {
-                pool: Pool::new(self.per_host, self.idle_timeout),
-                tls: tls_config(&self.roots)?,
-                connect_timeout: self.connect_timeout,
-                read_timeout: self.read_timeout,
-                total_timeout: self.total_timeout,
-                redirects: self.redirects,
-                limits: Limits { max_body: self.max_body as u64, ..Limits::default() },
-            }),
-        })
-    }
-}
-
 /// How one exchange on one connection failed.
 enum Attempt {
-    /// The connection was closed or reset before any byte of a response came back.
-    Stale(String),
+    /// The connection was closed or reset before any byte of a response came back: this is the
+    /// error to report if the request is not sent again.
+    Stale(Error),
     Failed(Error),
 }
 
@@ -196,11 +93,28 @@ impl Default for Client {
 
 impl Client {
     /// A client with the default settings (see [`ClientBuilder`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let client = neverblock_http::Client::new();
+    /// let err = client.get("http://127.0.0.1:1/").unwrap_err();
+    /// assert_eq!(err.kind(), neverblock_http::ErrorKind::Refused);
+    /// ```
     pub fn new() -> Client {
         ClientBuilder::default().build().expect("the built-in roots are valid")
     }
 
     /// Settings for a new client.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let client = neverblock_http::Client::builder().total_timeout(Duration::from_secs(10)).build().unwrap();
+    /// # drop(client);
+    /// ```
     pub fn builder() -> ClientBuilder {
         ClientBuilder::default()
     }
@@ -210,6 +124,13 @@ impl Client {
     /// # Errors
     ///
     /// See [`ErrorKind`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let response = neverblock_http::Client::new().get("http://127.0.0.1:8080/").unwrap();
+    /// println!("{}", response.text());
+    /// ```
     pub fn get(&self, url: &str) -> Result<Response, Error> {
         self.request(&Request::new("GET", url))
     }
@@ -219,6 +140,13 @@ impl Client {
     /// # Errors
     ///
     /// See [`ErrorKind`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let response = neverblock_http::Client::new().head("http://127.0.0.1:8080/big.iso").unwrap();
+    /// println!("{:?} bytes", response.header("content-length"));
+    /// ```
     pub fn head(&self, url: &str) -> Result<Response, Error> {
         self.request(&Request::new("HEAD", url))
     }
@@ -228,37 +156,125 @@ impl Client {
     /// # Errors
     ///
     /// See [`ErrorKind`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let response = neverblock_http::Client::new().post("http://127.0.0.1:8080/echo", "hello").unwrap();
+    /// assert_eq!(response.status(), 200);
+    /// ```
     pub fn post(&self, url: &str, body: impl Into<Vec<u8>>) -> Result<Response, Error> {
         self.request(&Request::new("POST", url).body(body))
     }
 
-    /// Sends `request`, follows redirects if the client is set to, and reads the whole response.
+    /// Sends `request`, follows redirects if the client is set to, and reads the whole response
+    /// (at most [`max_body`](ClientBuilder::max_body) of body): [`send`](Client::send), then
+    /// [`ResponseStream::into_response`].
     ///
     /// # Errors
     ///
     /// See [`ErrorKind`]; a timeout of the whole request is `TotalTimeout`
     /// whatever phase it cut short.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use neverblock_http::{Client, Request};
+    ///
+    /// let request = Request::new("PUT", "http://127.0.0.1:8080/item/1").header("Content-Type", "text/plain").body("one");
+    /// let response = Client::new().request(&request).unwrap();
+    /// assert_eq!(response.status(), 204);
+    /// ```
     pub fn request(&self, request: &Request) -> Result<Response, Error> {
-        let Some(total) = self.inner.total_timeout else { return self.follow(request, None) };
-        let deadline = Instant::now() + total;
-        let timed_out =
-            || Error::new(ErrorKind::TotalTimeout, format!("{}: no response within {total:?}", request.url));
-        match neverblock::timeout(total, || self.follow(request, Some(deadline))) {
-            Ok(Err(e)) if Instant::now() >= deadline && is_timeout(e.kind()) => Err(timed_out()),
-            Ok(result) => result,
-            Err(neverblock::Elapsed) => Err(timed_out()),
+        self.within_total(request, |deadline| {
+            self.follow(request, Upload::Bytes(&request.body), deadline)?.into_response()
+        })
+    }
+
+    /// Sends `request` (with its body, if any), follows redirects if the client is set to, and
+    /// returns the response as soon as its head has arrived, its body to be read from the
+    /// [`ResponseStream`]. Interim responses (`100 Continue`, `103 Early Hints`) are skipped.
+    ///
+    /// # Errors
+    ///
+    /// As [`request`](Client::request), for the exchange up to the response's head.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use neverblock_http::{Client, Request};
+    ///
+    /// let client = Client::new();
+    /// let mut response = client.send(&Request::new("GET", "http://127.0.0.1:8080/big.iso")).unwrap();
+    /// println!("{} {:?}", response.status(), response.content_length());
+    /// let skipped = response.copy_to(&mut std::io::sink()).unwrap();
+    /// # drop(skipped);
+    /// ```
+    pub fn send(&self, request: &Request) -> Result<ResponseStream, Error> {
+        self.within_total(request, |deadline| self.follow(request, Upload::Bytes(&request.body), deadline))
+    }
+
+    /// Sends `request` with a body streamed from `body` instead of its own, and returns the
+    /// response as [`send`](Client::send) does. With `len`, the body is `len` bytes, sent under
+    /// `Content-Length` (its reader must give that many); without, it is sent chunked until the
+    /// reader ends. Either way the client frames the body: `Content-Length` and `Transfer-Encoding`
+    /// fields of the request are not sent. The body is read and sent a piece at a time (a read of
+    /// at most 32 KiB, then a write), never held whole.
+    ///
+    /// A streamed body is sent once: the request is not sent again after a stale kept-alive
+    /// connection (idle connections are checked first), and a 307 or 308 redirect is returned
+    /// rather than followed; 301, 302 and 303 redirects of a POST become a GET without a body, as
+    /// with [`send`](Client::send).
+    ///
+    /// # Errors
+    ///
+    /// As [`send`](Client::send); `ErrorKind::Io` if the reader fails, or ends before `len` bytes.
+    ///
+    /// # Examples
+    ///
+    /// An upload of unknown length, sent chunked:
+    ///
+    /// ```no_run
+    /// use neverblock_http::{Client, Request};
+    ///
+    /// let log = std::fs::File::open("/var/log/syslog").unwrap();
+    /// let request = Request::new("PUT", "http://127.0.0.1:8080/logs/today").header("Content-Type", "text/plain");
+    /// let response = Client::new().send_body(&request, log, None).unwrap();
+    /// assert_eq!(response.status(), 201);
+    /// ```
+    pub fn send_body(&self, request: &Request, mut body: impl Read, len: Option<u64>) -> Result<ResponseStream, Error> {
+        self.within_total(request, |deadline| self.follow(request, Upload::Reader { reader: &mut body, len }, deadline))
+    }
+
+    /// Runs `exchange` under the client's total timeout, if it has one: in a fiber, a timeout scope
+    /// cuts short whatever it waits on; in any case every read and write is bounded by the deadline
+    /// `exchange` is given. A timeout it causes is `TotalTimeout`.
+    fn within_total<T>(
+        &self,
+        request: &Request,
+        exchange: impl FnOnce(Option<(Duration, Instant)>) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        let Some(total) = self.inner.total_timeout else { return exchange(None) };
+        let deadline = Some((total, Instant::now() + total));
+        match neverblock::timeout(total, || exchange(deadline)) {
+            Ok(result) => result.map_err(|e| name_total_timeout(e, &request.url, deadline)),
+            Err(neverblock::Elapsed) => Err(total_timeout(&request.url, total)),
         }
     }
 
-    fn follow(&self, request: &Request, deadline: Option<Instant>) -> Result<Response, Error> {
+    fn follow(
+        &self,
+        request: &Request,
+        mut body: Upload<'_>,
+        deadline: Option<(Duration, Instant)>,
+    ) -> Result<ResponseStream, Error> {
         let mut url = match &request.parsed {
             Some(url) => url.clone(),
             None => Arc::new(parse(&request.url)?),
         };
         let mut method = request.method.as_str();
-        let mut body = request.body.as_slice();
         for hop in 0.. {
-            let response = self.send(method, &url, &request.headers, body, deadline)?;
+            let response = self.send_once(method, &url, &request.headers, &mut body, deadline)?;
             let location = response.header("location").filter(|_| is_redirect(response.status()));
             let (true, Some(location)) = (self.inner.redirects > 0, location) else { return Ok(response) };
             if hop == self.inner.redirects {
@@ -271,12 +287,17 @@ impl Client {
                 Error::new(ErrorKind::Malformed, format!("{url}: bad redirect location {location:?}: {e}"))
             })?;
             check_scheme(&next)?;
-            url = Arc::new(next);
             // 303, and 301/302 after a POST, turn into a GET without a body (what browsers do).
-            if response.status() == 303 || (matches!(response.status(), 301 | 302) && method == "POST") {
+            let status = response.status();
+            if status == 303 || (matches!(status, 301 | 302) && method == "POST") {
                 method = "GET";
-                body = &[];
+                body = Upload::Bytes(&[]);
+            } else if !body.is_replayable() {
+                // The body was streamed and cannot be sent to the new location: the caller decides.
+                return Ok(response);
             }
+            response.skip_body(REDIRECT_BODY_SKIP);
+            url = Arc::new(next);
         }
         unreachable!("the loop returns")
     }
@@ -284,77 +305,100 @@ impl Client {
     /// One request on one connection: an idle pooled one if there is one (retried
     /// once on a fresh connection if the server had closed it and the request is
     /// replayable), else a new one.
-    fn send(
+    fn send_once(
         &self,
         method: &str,
         url: &Arc<Url>,
         headers: &[(String, String)],
-        body: &[u8],
-        deadline: Option<Instant>,
-    ) -> Result<Response, Error> {
+        body: &mut Upload<'_>,
+        deadline: Option<(Duration, Instant)>,
+    ) -> Result<ResponseStream, Error> {
         let head = RequestHead { method, url, headers };
         head.check().map_err(|e| Error::wire(url.as_str(), e))?;
-        let replayable = replayable(method, headers);
+        let replayable = body.is_replayable() && replayable(method, headers);
 
         let host = self.inner.pool.host(OriginRef::of(url));
-        let _slot = host
+        let slot = host
             .slot()
             .map_err(|_| Error::new(ErrorKind::TotalTimeout, format!("{url}: waiting for a connection slot")))?;
+        let respond = |(conn, response)| {
+            ResponseStream::new(url.clone(), response, conn, (host.clone(), slot), &self.inner.limits, deadline)
+        };
         if let Some(conn) = host.take_idle(!replayable) {
-            match self.exchange(conn, &host, &head, body, url, deadline) {
-                Err(Attempt::Stale(why)) if !replayable => {
+            match self.exchange(conn, &head, body, url, deadline) {
+                Err(Attempt::Stale(e)) if !replayable => {
                     return Err(Error::new(
                         ErrorKind::Reset,
-                        format!("{why}; {method} is not replayable, so it was not retried"),
+                        format!("{e}; {method} is not replayable, so it was not retried"),
                     ));
                 }
                 Err(Attempt::Stale(_)) => {}
                 Err(Attempt::Failed(e)) => return Err(e),
-                Ok(response) => return Ok(response),
+                Ok(exchanged) => return Ok(respond(exchanged)),
             }
         }
         let connect_timeout = bound(self.inner.connect_timeout, deadline);
         let conn = Box::new(BufferedConn::new(Conn::open(host.origin(), connect_timeout, &self.inner.tls)?));
-        match self.exchange(conn, &host, &head, body, url, deadline) {
-            Ok(response) => Ok(response),
-            Err(Attempt::Stale(why)) => Err(Error::new(ErrorKind::Truncated, why)),
-            Err(Attempt::Failed(e)) => Err(e),
+        match self.exchange(conn, &head, body, url, deadline) {
+            Ok(exchanged) => Ok(respond(exchanged)),
+            Err(Attempt::Stale(e) | Attempt::Failed(e)) => Err(e),
         }
     }
 
+    /// Sends the request on `conn` and reads the response's head.
     fn exchange(
         &self,
         mut conn: PooledConn,
-        host: &Host,
         head: &RequestHead<'_>,
-        body: &[u8],
+        body: &mut Upload<'_>,
         url: &Arc<Url>,
-        deadline: Option<Instant>,
-    ) -> Result<Response, Attempt> {
-        let timeout = bound(self.inner.read_timeout, deadline);
-        let tcp = conn.get_ref().tcp();
-        let set = tcp.set_read_timeout(Some(timeout)).and_then(|()| tcp.set_write_timeout(Some(timeout)));
+        deadline: Option<(Duration, Instant)>,
+    ) -> Result<(PooledConn, ResponseHead), Attempt> {
+        let socket = conn.get_mut().socket();
+        let set = socket.set_budget(self.inner.read_timeout, deadline.map(|(_, at)| at));
         set.map_err(|e| Attempt::Failed(Error::io("set socket timeouts", e)))?;
-        if let Err(e) = conn.send_request(head, body) {
-            return Err(if wire::is_disconnect(&e) {
-                Attempt::Stale(format!("{url}: the connection closed while sending the request: {e}"))
-            } else {
-                Attempt::Failed(Error::io(&format!("send to {url}"), e))
-            });
-        }
-        match read_response(&mut conn, head.method == "HEAD", &self.inner.limits) {
-            Err(WireError::NoResponse) => {
-                Err(Attempt::Stale(format!("{url}: the connection closed before any response")))
+        let sent = conn.send_request(head, body);
+        let is_head = head.method == "HEAD";
+        let unsent = match sent {
+            Ok(()) => None,
+            Err(SendError::Body(e)) => {
+                let why = format!("{url}: reading the request body");
+                return Err(Attempt::Failed(Error::with_source(ErrorKind::Io, why, e)));
             }
-            Err(e) => Err(Attempt::Failed(Error::wire(url.as_str(), e))),
-            Ok(raw) => {
-                if raw.reusable && !conn.has_buffered() {
-                    host.put_idle(conn);
-                }
-                Ok(Response { status: raw.status, head: raw.head, body: raw.body, url: url.clone() })
+            // The server may have answered before it stopped reading (a 413 to a long upload):
+            // that answer, if any, is read next.
+            Err(SendError::Conn(e)) if wire::is_disconnect(&e) => Some(e),
+            Err(SendError::Conn(e)) => return Err(Attempt::Failed(Error::io(&format!("send to {url}"), e))),
+        };
+        match (read_response_head(&mut conn, is_head, &self.inner.limits), unsent) {
+            (Ok(mut response), unsent) => {
+                // A request cut short leaves the connection in no state to carry another.
+                response.keep_alive &= unsent.is_none();
+                Ok((conn, response))
             }
+            (Err(WireError::NoResponse(_)), Some(e)) => {
+                Err(Attempt::Stale(Error::io(&format!("{url}: the connection closed while sending the request"), e)))
+            }
+            (Err(e @ WireError::NoResponse(_)), None) => Err(Attempt::Stale(Error::wire(url.as_str(), e))),
+            (Err(e), _) => Err(Attempt::Failed(Error::wire(url.as_str(), e))),
         }
     }
+}
+
+/// `e`, or a `TotalTimeout` if the request's deadline (`total`) caused it.
+pub(crate) fn name_total_timeout(e: Error, url: &str, total: Option<(Duration, Instant)>) -> Error {
+    match total {
+        Some((total, deadline))
+            if e.kind() == ErrorKind::TotalTimeout || (is_timeout(e.kind()) && Instant::now() >= deadline) =>
+        {
+            total_timeout(url, total)
+        }
+        _ => e,
+    }
+}
+
+fn total_timeout(url: &str, total: Duration) -> Error {
+    Error::new(ErrorKind::TotalTimeout, format!("{url}: no response within {total:?}"))
 }
 
 /// Parses an absolute http(s) URL with a host.
@@ -392,11 +436,11 @@ fn replayable(method: &str, headers: &[(String, String)]) -> bool {
             .any(|(k, _)| k.eq_ignore_ascii_case("idempotency-key") || k.eq_ignore_ascii_case("x-idempotency-key"))
 }
 
-/// A per-operation timeout, no later than the request's deadline (so a blocking-mode
-/// request, which no fiber timeout can interrupt, still ends near its deadline).
-fn bound(timeout: Duration, deadline: Option<Instant>) -> Duration {
+/// A connect timeout, no later than the request's deadline (reads and writes are bounded by the
+/// connection's own [`Socket`](conn::Socket)).
+fn bound(timeout: Duration, deadline: Option<(Duration, Instant)>) -> Duration {
     match deadline {
-        Some(d) => timeout.min(d.saturating_duration_since(Instant::now()).max(Duration::from_millis(1))),
+        Some((_, d)) => timeout.min(d.saturating_duration_since(Instant::now()).max(Duration::from_millis(1))),
         None => timeout,
     }
 }

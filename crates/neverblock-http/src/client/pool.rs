@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::{self, ThreadId};
 use std::time::{Duration, Instant};
 
-use neverblock::sync::{Permit, Semaphore};
+use neverblock::sync::{OwnedPermit, Semaphore};
 use neverblock::Elapsed;
 
 use super::conn::Conn;
@@ -36,8 +36,8 @@ struct Hosts {
 #[derive(Debug)]
 pub(crate) struct Host {
     origin: Origin,
-    /// One permit per connection in use or being opened.
-    slots: Semaphore,
+    /// One permit per connection in use or being opened (held by the response being read from it).
+    slots: Arc<Semaphore>,
     /// Most recently returned last, each stamped under this lock, so the first to
     /// expire are first: reused last, and dropped from the front.
     idle: Mutex<Vec<Idle>>,
@@ -78,7 +78,7 @@ impl Pool {
     fn add(&self, by_origin: &mut HashMap<Origin, Arc<Host>>, origin: OriginRef<'_>) -> Arc<Host> {
         let host = Arc::new(Host {
             origin: origin.to_origin(),
-            slots: Semaphore::new(self.per_host),
+            slots: Arc::new(Semaphore::new(self.per_host)),
             idle: Mutex::new(Vec::new()),
             idle_timeout: self.idle_timeout,
         });
@@ -93,14 +93,14 @@ impl Host {
         &self.origin
     }
 
-    /// A connection slot: hold it while opening or using a connection. Parks the
-    /// fiber while the per-host cap is reached.
+    /// A connection slot: hold it while opening or using a connection, until its response has
+    /// been read. Parks the fiber while the per-host cap is reached.
     ///
     /// # Errors
     ///
     /// [`Elapsed`] inside an expired `neverblock::timeout`.
-    pub(crate) fn slot(&self) -> Result<Permit<'_>, Elapsed> {
-        self.slots.acquire()
+    pub(crate) fn slot(&self) -> Result<OwnedPermit, Elapsed> {
+        self.slots.clone().acquire_owned()
     }
 
     /// The most recently used idle connection that has not expired, preferring one

@@ -121,6 +121,8 @@ fn exchange(lp: &Loop, conn: &mut BufferedConn<Socket>, head: &Head, message: &M
     };
     let mut state = BodyState::new(decoder, message.expect_continue);
     socket.set_read_budget(Budget::Floor(Floor::new(config.timeouts.body, config.timeouts.min_rate)));
+    // The `100 Continue` a body's first read sends is bounded like a response.
+    socket.set_write_budget(Budget::Floor(Floor::new(config.timeouts.send, config.timeouts.min_rate)));
     let mut close = false;
     let mut response = if head.target() == "*" {
         // `OPTIONS *` asks about the server itself: nothing to add to a plain 200.
@@ -153,9 +155,8 @@ fn exchange(lp: &Loop, conn: &mut BufferedConn<Socket>, head: &Head, message: &M
         _ => true,
     };
     close |= !message.keep_alive || lp.registry.is_stopping() || (!body_done && (state.continue_owed || !drainable));
-    let hold = !close && body_done && conn.has_buffered();
     socket.set_write_budget(Budget::Floor(Floor::new(config.timeouts.send, config.timeouts.min_rate)));
-    let cx = Context { head_request: head.method() == "HEAD", version: message.version, close, hold };
+    let cx = Context { head_request: head.method() == "HEAD", version: message.version, close };
     let sent = respond::send(&socket, &mut response, cx);
     report(lp, Received::Head(head), Some(message), &response, sent, ends, started);
     if !sent.complete {
@@ -209,7 +210,7 @@ fn refuse(lp: &Loop, socket: &Socket, refusal: &Refusal, head: Received<'_>, end
     let mut response = error_response(refusal.status, &refusal.why);
     let timeouts = lp.config.timeouts;
     socket.set_write_budget(Budget::Floor(Floor::new(timeouts.send, timeouts.min_rate)));
-    let cx = Context { head_request: false, version: 1, close: true, hold: false };
+    let cx = Context { head_request: false, version: 1, close: true };
     let sent = respond::send(socket, &mut response, cx);
     report(lp, head, None, &response, sent, ends, started);
     if sent.complete {

@@ -9,43 +9,7 @@ use crate::wire::body::Decoder;
 use crate::wire::head::Head;
 use crate::wire::server::Message;
 use crate::wire::{BufferedConn, WireError};
-
-/// The HTTP version of a request.
-///
-/// # Examples
-///
-/// ```
-/// use neverblock_http::server::Version;
-///
-/// assert_eq!(Version::Http11.to_string(), "HTTP/1.1");
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Version {
-    /// HTTP/1.0: the connection closes after the response unless the client asked to keep it.
-    Http10,
-    /// HTTP/1.1.
-    Http11,
-}
-
-impl Version {
-    pub(super) fn of_minor(minor: u8) -> Version {
-        if minor == 0 {
-            Version::Http10
-        } else {
-            Version::Http11
-        }
-    }
-}
-
-impl fmt::Display for Version {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Version::Http10 => "HTTP/1.0",
-            Version::Http11 => "HTTP/1.1",
-        })
-    }
-}
+pub use crate::Version;
 
 /// A request as a handler sees it: the head (method, target, version, header fields), the
 /// addresses of both ends, and the body, read as a stream ([`Request::body`]).
@@ -329,7 +293,7 @@ impl BodyState {
             WireError::TooLarge(_) => (Some(413), io::ErrorKind::InvalidData),
             WireError::Io(e) if e.kind() == io::ErrorKind::TimedOut => (Some(408), io::ErrorKind::TimedOut),
             WireError::Io(e) => (None, e.kind()),
-            WireError::Truncated(_) | WireError::NoResponse => (None, io::ErrorKind::UnexpectedEof),
+            WireError::Truncated(_) | WireError::NoResponse(_) => (None, io::ErrorKind::UnexpectedEof),
         };
         let why = e.to_string();
         self.failure = Some((status, why.clone()));

@@ -24,9 +24,6 @@ const COALESCE: usize = 64 * 1024;
 /// copy of a few pages costs less than the extra calls `sendfile` takes (a write for the head, the
 /// page-cache probes, the `sendfile`).
 const SMALL_FILE: usize = 16 * 1024;
-/// The most response bytes left queued for pipelined requests: past it they are written at once,
-/// so a client that pipelines many requests cannot make the server hold many answers.
-const HOLD_LIMIT: usize = 64 * 1024;
 /// The most read from a streamed body at a time.
 const STREAM_CHUNK: usize = 32 * 1024;
 /// Room before a chunk's data for its size line.
@@ -45,9 +42,6 @@ pub(super) struct Context {
     pub(super) version: u8,
     /// The connection closes after this response.
     pub(super) close: bool,
-    /// Another request is already buffered: leave the response queued, to go out with the next
-    /// (unless [`HOLD_LIMIT`] bytes are queued already).
-    pub(super) hold: bool,
 }
 
 /// What sending did.
@@ -78,7 +72,7 @@ pub(super) fn send(socket: &Socket, response: &mut Response, cx: Context) -> Sen
         && response.header_value("content-length").is_some();
     let chunked = !no_body && length.is_none() && cx.version == 1 && !cx.head_request;
     close |= !no_body && length.is_none() && cx.version == 0;
-    // Responses queued before this one (held for pipelined requests) end here.
+    // Anything queued before this response ends here.
     let earlier = socket.pending().len();
     {
         let mut out = socket.pending();
@@ -106,11 +100,8 @@ pub(super) fn send(socket: &Socket, response: &mut Response, cx: Context) -> Sen
     }
     let body = response.take_body();
     let written = if no_body || cx.head_request { Ok(0) } else { send_body(socket, body, chunked) };
-    let hold = cx.hold && !close && socket.pending().len() <= HOLD_LIMIT;
-    let result = written.and_then(|n| match hold {
-        true => Ok(n),
-        false => socket.flush().map(|()| n).map_err(|error| Failure { sent: n, error }),
-    });
+    // Written now, also when a pipelined request is already buffered: its handler may take long.
+    let result = written.and_then(|n| socket.flush().map(|()| n).map_err(|error| Failure { sent: n, error }));
     match result {
         Ok(body_bytes) => Sent { body_bytes, complete: true, close },
         Err(Failure { error, .. }) if socket.pending().len() > earlier => {
@@ -118,7 +109,7 @@ pub(super) fn send(socket: &Socket, response: &mut Response, cx: Context) -> Sen
             log::error!("the body of a {status} response failed before its first byte ({error}); answering 500");
             socket.pending().truncate(earlier);
             *response = error_response(500, "the response body failed");
-            send(socket, response, Context { close: true, hold: false, ..cx })
+            send(socket, response, Context { close: true, ..cx })
         }
         Err(Failure { sent, error }) => {
             log::debug!("response {status} cut short after {sent} body bytes: {error}");

@@ -60,8 +60,9 @@ impl Decoder {
         Ok(Decoder { state, read: 0, max: limits.max_body, limits: *limits, side })
     }
 
-    /// Whether the whole body was decoded (its end framed and consumed).
-    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    /// Whether the whole body was decoded (its end framed and consumed). A body framed by its
+    /// length is done as soon as its last byte is consumed; a chunked one once its last chunk and
+    /// trailers have been read.
     pub(crate) fn is_done(&self) -> bool {
         self.state == State::Done
     }
@@ -72,8 +73,9 @@ impl Decoder {
         self.read
     }
 
-    /// The next decoded bytes, lent from the connection's buffer; empty once the body has ended.
-    /// Reads from the stream only when no decoded byte is buffered.
+    /// The next decoded bytes, lent from the front of the connection's buffer (always a prefix of
+    /// [`BufferedConn::buffered`]); empty once the body has ended. Reads from the stream only when
+    /// no decoded byte is buffered.
     ///
     /// # Errors
     ///
@@ -86,10 +88,7 @@ impl Decoder {
             match self.state {
                 State::Done => return Ok(&[]),
                 State::Length(len) => {
-                    if self.read == len {
-                        self.state = State::Done;
-                        continue;
-                    }
+                    // Never `read == len` here: `consume` ends the body at its last byte.
                     if !conn.has_buffered() && conn.fill()? == 0 {
                         let got = self.read;
                         return Err(WireError::Truncated(format!("{side} body cut short: got {got} of {len} bytes")));
@@ -139,8 +138,10 @@ impl Decoder {
     pub(crate) fn consume<S>(&mut self, conn: &mut BufferedConn<S>, n: usize) {
         conn.consume(n);
         self.read += n as u64;
-        if let State::ChunkData { left, .. } = &mut self.state {
-            *left -= n as u64;
+        match &mut self.state {
+            State::ChunkData { left, .. } => *left -= n as u64,
+            State::Length(len) if *len == self.read => self.state = State::Done,
+            _ => {}
         }
     }
 

@@ -13,7 +13,6 @@ use super::{BufferedConn, Limits, WireError};
 /// The longest chunk-size line accepted, extensions and CRLF included.
 pub(crate) const MAX_CHUNK_LINE: usize = 4096;
 /// The end of a chunked body with no trailer fields.
-#[cfg_attr(not(feature = "server"), allow(dead_code))]
 pub(crate) const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
 
 /// Parses a chunk-size line without its CRLF: hex digits, then optional blanks and `;` extensions.
@@ -148,7 +147,6 @@ pub(crate) fn read_trailers<S: Read>(conn: &mut BufferedConn<S>, limits: &Limits
 
 /// The size line of a chunk of `len` bytes (`len` in hex, CRLF), written into the end of `room`;
 /// returns where it starts. `room` must hold at least 18 bytes.
-#[cfg_attr(not(feature = "server"), allow(dead_code))]
 pub(crate) fn size_line(len: usize, room: &mut [u8]) -> usize {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut at = room.len() - 2;

@@ -33,11 +33,27 @@ struct Field {
 
 impl Head {
     /// Copies the head that `parsed` was parsed from: `bytes`, which its reason phrase
-    /// and fields borrow.
+    /// and fields borrow. A value folded over several lines (obs-fold, which httparse accepts in
+    /// responses when asked) has each fold, the line break and the blanks after it, replaced by
+    /// as many spaces (RFC 9112 §5.2), so no value holds a CR or LF.
     #[cfg(feature = "client")]
     pub(crate) fn of_response(bytes: &[u8], parsed: &httparse::Response<'_, '_>) -> Head {
         let mut head = Head::default();
         head.fill(bytes, [parsed.reason.unwrap_or_default().as_bytes(), b""], parsed.headers);
+        for field in &head.fields {
+            let mut in_fold = false;
+            for b in &mut head.bytes[field.value.range()] {
+                match *b {
+                    b'\r' | b'\n' => in_fold = true,
+                    b' ' | b'\t' if in_fold => {}
+                    _ => {
+                        in_fold = false;
+                        continue;
+                    }
+                }
+                *b = b' ';
+            }
+        }
         head
     }
 

@@ -2,7 +2,7 @@
 //! limits, one body decoder, and a module per role.
 //!
 //! As hyper's `proto/h1/role.rs` has one transaction trait with two roles, this module has two
-//! role files over shared parts: [`client`] sends request heads and reads responses; [`server`]
+//! role files over shared parts: [`client`] sends requests and reads response heads; [`server`]
 //! reads request heads and writes response heads. Both read through a [`BufferedConn`], which
 //! keeps the bytes it read past the end of one message for the next, so neither pipelining nor
 //! where the stream happens to split its reads changes what is parsed; both decode bodies with
@@ -63,6 +63,12 @@ impl<S> BufferedConn<S> {
     /// The stream.
     pub(crate) fn get_ref(&self) -> &S {
         &self.stream
+    }
+
+    /// The stream, to change its settings (reading or writing it directly would bypass the buffer).
+    #[cfg(feature = "client")]
+    pub(crate) fn get_mut(&mut self) -> &mut S {
+        &mut self.stream
     }
 
     /// Whether bytes were read from the stream that no message consumed (e.g. a pipelined one).
@@ -162,15 +168,17 @@ pub(crate) enum Framing {
 pub(crate) enum WireError {
     /// The stream failed, other than by closing before any byte of a response.
     Io(io::Error),
-    /// The connection closed (EOF, reset, aborted, broken pipe) before any byte of the response
-    /// arrived: a kept-alive connection the server had already closed, so the request may be retried.
+    /// The connection closed before any byte of the response arrived, at its end (`None`) or with
+    /// this error (reset, aborted, broken pipe): a kept-alive connection the server had already
+    /// closed, so the request may be retried.
     #[cfg_attr(not(feature = "client"), allow(dead_code))]
-    NoResponse,
+    NoResponse(Option<io::Error>),
     /// The bytes are not valid HTTP/1.1, or a request head to write contains CR, LF or NUL.
     Malformed(String),
     /// The connection closed partway through a message.
     Truncated(String),
-    /// A body is longer than [`Limits::max_body`].
+    /// A body is longer than [`Limits::max_body`], or a server sent more interim responses than
+    /// the client takes.
     TooLarge(String),
 }
 
@@ -178,7 +186,10 @@ impl fmt::Display for WireError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             WireError::Io(e) => write!(f, "I/O error: {e}"),
-            WireError::NoResponse => f.write_str("connection closed before any byte of the response arrived"),
+            WireError::NoResponse(None) => f.write_str("connection closed before any byte of the response arrived"),
+            WireError::NoResponse(Some(e)) => {
+                write!(f, "connection ended before any byte of the response arrived: {e}")
+            }
             WireError::Malformed(msg) | WireError::Truncated(msg) | WireError::TooLarge(msg) => f.write_str(msg),
         }
     }
@@ -187,7 +198,7 @@ impl fmt::Display for WireError {
 impl std::error::Error for WireError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            WireError::Io(e) => Some(e),
+            WireError::Io(e) | WireError::NoResponse(Some(e)) => Some(e),
             _ => None,
         }
     }

@@ -5,8 +5,42 @@ use std::io::{self, ErrorKind, Read, Write};
 
 use url::Url;
 
+use super::body::Decoder;
 use super::client::*;
+use super::head::Head;
 use super::*;
+
+/// A response read whole, as the client reads one: its head, then its body through a [`Decoder`].
+#[derive(Debug)]
+struct ReceivedResponse {
+    status: u16,
+    version: u8,
+    head: Head,
+    body: Vec<u8>,
+    reusable: bool,
+}
+
+/// Reads one response whole: [`read_response_head`], then the body it frames.
+fn read_response<S: Read>(
+    conn: &mut BufferedConn<S>,
+    request_was_head: bool,
+    limits: &Limits,
+) -> Result<ReceivedResponse, WireError> {
+    let res = read_response_head(conn, request_was_head, limits)?;
+    let mut decoder = Decoder::new(res.framing, limits, "response")?;
+    let mut body = Vec::new();
+    loop {
+        let bytes = decoder.fill_buf(conn)?;
+        if bytes.is_empty() {
+            break;
+        }
+        body.extend_from_slice(bytes);
+        let n = bytes.len();
+        decoder.consume(conn, n);
+    }
+    let reusable = res.reusable_after_body();
+    Ok(ReceivedResponse { status: res.status, version: res.version, head: res.head, body, reusable })
+}
 
 /// How a [`Script`] cuts its bytes into reads.
 #[derive(Clone, Copy, Debug)]
@@ -232,17 +266,20 @@ fn back_to_back_responses_share_one_conn() {
 }
 
 #[test]
-fn closing_before_any_byte_is_no_response() {
-    for end in [None, Some(ErrorKind::ConnectionReset), Some(ErrorKind::ConnectionAborted)] {
-        check_errors(
-            end,
-            Limits::default(),
-            &[("", "NoResponse: connection closed before any byte of the response arrived")],
-        );
-    }
-    for end in [ErrorKind::BrokenPipe, ErrorKind::UnexpectedEof] {
+fn closing_before_any_byte_is_no_response_and_says_how() {
+    check_errors(
+        None,
+        Limits::default(),
+        &[("", "NoResponse: connection closed before any byte of the response arrived")],
+    );
+    for end in
+        [ErrorKind::ConnectionReset, ErrorKind::ConnectionAborted, ErrorKind::BrokenPipe, ErrorKind::UnexpectedEof]
+    {
         let (mut out, _) = responses("", Some(end), false, Limits::default(), 1);
-        assert!(matches!(out.pop(), Some(Err(WireError::NoResponse))), "for {end:?}");
+        match out.pop() {
+            Some(Err(WireError::NoResponse(Some(e)))) => assert_eq!(e.kind(), end),
+            other => panic!("{other:?} for {end:?}"),
+        }
     }
 }
 
@@ -361,12 +398,57 @@ fn connection_is_reusable_only_if_persistent_and_framed() {
         ("HTTP/1.0 200 OK\r\nConnection: keep-alive\r\n\r\nbody", false),
         ("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n0\r\n\r\n", false),
         ("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", true),
+        // RFC 9112 §9.3: `close` wins, in one list or over several fields, in HTTP/1.0 as in 1.1.
+        ("HTTP/1.0 200 OK\r\nConnection: keep-alive, close\r\nContent-Length: 0\r\n\r\n", false),
+        ("HTTP/1.0 200 OK\r\nConnection: close, keep-alive\r\nContent-Length: 0\r\n\r\n", false),
+        ("HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", false),
+        // RFC 9112 §6.1: HTTP/1.0 has no Transfer-Encoding; one closes the connection after it.
+        ("HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", false),
+        // Empty list elements are ignored (RFC 9110 §5.6.1): the coding is still chunked.
+        ("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, \r\n\r\n0\r\n\r\n", true),
     ];
     for (input, reusable) in cases {
         let res = response(input);
         assert_eq!(res.reusable, reusable, "for {input:?}");
         assert_eq!(res.version, u8::from(input.starts_with("HTTP/1.1")));
     }
+}
+
+#[test]
+fn empty_transfer_coding_elements_are_ignored() {
+    for coding in ["chunked,", "chunked, ", " , chunked", ",,chunked,,", "gzip, chunked, "] {
+        let res = response(&format!("HTTP/1.1 200 OK\r\nTransfer-Encoding: {coding}\r\n\r\n5\r\nhello\r\n0\r\n\r\n"));
+        assert_eq!((res.body.as_slice(), res.reusable), (&b"hello"[..], true), "{coding:?}");
+    }
+    // The last coding that is there decides: not chunked, so the body runs to the end of the stream.
+    let res = response("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: gzip, \r\n\r\nzz");
+    assert_eq!((res.body.as_slice(), res.reusable), (&b"zz"[..], false));
+}
+
+#[test]
+fn folded_field_values_are_unfolded_with_spaces() {
+    let res = response(
+        "HTTP/1.1 200 OK\r\nX-Folded: first\r\n  second\r\n\tthird\r\nConnection: keep-alive,\r\n close\r\n\
+         Content-Length: 2\r\n\r\nok",
+    );
+    assert_eq!(res.head.get("x-folded"), Some(&b"first    second   third"[..]));
+    assert_eq!(res.head.get("connection"), Some(&b"keep-alive,   close"[..]));
+    assert_eq!((res.body.as_slice(), res.reusable), (&b"ok"[..], false), "the folded `close` counts");
+    let res = response("HTTP/1.1 200 OK\r\nX-Tab: a\tb\r\nContent-Length: 0\r\n\r\n");
+    assert_eq!(res.head.get("x-tab"), Some(&b"a\tb"[..]), "a tab inside a line is not a fold");
+}
+
+#[test]
+fn interim_responses_are_capped() {
+    let final_response = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+    let within = format!("{}{final_response}", "HTTP/1.1 100 Continue\r\n\r\n".repeat(MAX_INTERIM));
+    assert_eq!(response(&within).body, b"ok");
+    let over = format!("{}{final_response}", "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n".repeat(MAX_INTERIM + 1));
+    check_errors(
+        None,
+        Limits::default(),
+        &[(&over, &format!("TooLarge: more than {MAX_INTERIM} interim (1xx) responses before the final one"))],
+    );
 }
 
 #[test]
@@ -432,7 +514,7 @@ fn request_head_is_written_exactly() {
         let head = RequestHead { method, url: &url, headers: &headers };
         head.check().unwrap();
         let mut out = b"previous".to_vec();
-        head.write_to(&mut out, body_len);
+        head.write_to(&mut out, Declared::Bytes(body_len));
         assert_eq!(String::from_utf8(out).unwrap(), format!("previous{expected}"));
     }
 }
@@ -457,7 +539,7 @@ fn a_url_carries_no_cr_lf_or_nul_into_the_head() {
     for text in ["http://h/a\r\nX-Evil: 1", "http://h/?q=\r\n\r\nGET /evil", "http://h/\0x?\0"] {
         let url = url(text);
         let mut out = Vec::new();
-        RequestHead { method: "GET", url: &url, headers: &[] }.write_to(&mut out, 0);
+        RequestHead { method: "GET", url: &url, headers: &[] }.write_to(&mut out, Declared::Bytes(0));
         let request_line = out.split(|&b| b == b'\n').next().unwrap();
         assert!(!request_line[..request_line.len() - 1].iter().any(|b| matches!(b, b'\r' | b'\0')), "{text:?}");
         assert_eq!(out.iter().filter(|&&b| b == b'\n').count(), 3, "{text:?}: {:?}", String::from_utf8_lossy(&out));
@@ -521,9 +603,9 @@ fn a_short_body_goes_out_with_its_head_and_a_long_one_after_it() {
     let head_bytes = |len: usize| format!("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: {len}\r\n\r\n").into_bytes();
     let long = pattern(COALESCE + 1);
     let mut conn = BufferedConn::new(WriteLog::default());
-    conn.send_request(&head, b"short").unwrap();
-    conn.send_request(&head, &long).unwrap();
-    conn.send_request(&head, b"").unwrap();
+    conn.send_request(&head, &mut Upload::Bytes(b"short")).unwrap();
+    conn.send_request(&head, &mut Upload::Bytes(&long)).unwrap();
+    conn.send_request(&head, &mut Upload::Bytes(b"")).unwrap();
     let expected = [[head_bytes(5), b"short".to_vec()].concat(), head_bytes(long.len()), long, head_bytes(0)];
     assert_eq!(conn.get_ref().writes, expected);
 }
@@ -560,4 +642,93 @@ fn content_lengths_are_plain_decimals_that_fit() {
     for (digits, expected) in cases {
         assert_eq!(decimal(digits.as_bytes()), expected, "{digits:?}");
     }
+}
+
+/// A request body's reader that gives `pieces` one a read, then ends (or fails with `end`).
+struct Pieces {
+    pieces: std::collections::VecDeque<Vec<u8>>,
+    end: Option<ErrorKind>,
+}
+
+impl Pieces {
+    fn new(pieces: &[&[u8]], end: Option<ErrorKind>) -> Pieces {
+        Pieces { pieces: pieces.iter().map(|p| p.to_vec()).collect(), end }
+    }
+}
+
+impl Read for Pieces {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let Some(mut piece) = self.pieces.pop_front() else {
+            return self.end.map_or(Ok(0), |kind| Err(kind.into()));
+        };
+        let n = piece.len().min(buf.len());
+        buf[..n].copy_from_slice(&piece[..n]);
+        if n < piece.len() {
+            self.pieces.push_front(piece.split_off(n));
+        }
+        Ok(n)
+    }
+}
+
+/// The writes of one request whose body is read from `reader` (`len` bytes, or chunked), with the
+/// caller's framing fields, which a streamed body replaces.
+fn streamed(reader: &mut Pieces, len: Option<u64>) -> (Result<(), SendError>, Vec<Vec<u8>>) {
+    let url = url("http://h/up");
+    let headers = [("Content-Length".to_owned(), "3".to_owned()), ("X-A".to_owned(), "b".to_owned())];
+    let head = RequestHead { method: "PUT", url: &url, headers: &headers };
+    let mut conn = BufferedConn::new(WriteLog::default());
+    let sent = conn.send_request(&head, &mut Upload::Reader { reader, len });
+    (sent, conn.get_ref().writes.clone())
+}
+
+#[test]
+fn a_streamed_body_of_unknown_length_goes_chunked_a_read_a_chunk() {
+    let big = pattern(70_000);
+    let mut reader = Pieces::new(&[b"hello", b" world!", &big], None);
+    let (sent, writes) = streamed(&mut reader, None);
+    sent.unwrap();
+    let head = "PUT /up HTTP/1.1\r\nHost: h\r\nX-A: b\r\nTransfer-Encoding: chunked\r\n\r\n";
+    let expected = [
+        [head.as_bytes(), b"5\r\nhello\r\n"].concat(),
+        b"7\r\n world!\r\n".to_vec(),
+        [b"8000\r\n", &big[..32768], b"\r\n"].concat(),
+        [b"8000\r\n", &big[32768..65536], b"\r\n"].concat(),
+        [b"1170\r\n", &big[65536..], b"\r\n"].concat(),
+        b"0\r\n\r\n".to_vec(),
+    ];
+    assert_eq!(writes, expected);
+    let (sent, writes) = streamed(&mut Pieces::new(&[], None), None);
+    sent.unwrap();
+    assert_eq!(writes, [[head.as_bytes(), b"0\r\n\r\n"].concat()], "an empty body is the last chunk alone");
+}
+
+#[test]
+fn a_streamed_body_of_known_length_goes_as_it_is_read() {
+    let (sent, writes) = streamed(&mut Pieces::new(&[b"hello", b" world"], None), Some(11));
+    sent.unwrap();
+    let head = "PUT /up HTTP/1.1\r\nHost: h\r\nX-A: b\r\nContent-Length: 11\r\n\r\n";
+    assert_eq!(writes, [[head.as_bytes(), b"hello"].concat(), b" world".to_vec()]);
+    let mut longer = Pieces::new(&[b"hello world and more"], None);
+    let (sent, writes) = streamed(&mut longer, Some(5));
+    sent.unwrap();
+    assert_eq!(writes.concat().len(), head.len() - 1 + 5, "no byte past the length is read or sent");
+    assert_eq!(longer.pieces.iter().flatten().copied().collect::<Vec<u8>>(), b" world and more");
+    let (empty, writes) = streamed(&mut Pieces::new(&[b"never read"], None), Some(0));
+    empty.unwrap();
+    assert_eq!(writes, [head.replace("11", "0").into_bytes()]);
+}
+
+#[test]
+fn a_streamed_body_that_fails_or_ends_short_is_a_body_error() {
+    let (short, _) = streamed(&mut Pieces::new(&[b"hello"], None), Some(11));
+    match short {
+        Err(SendError::Body(e)) => {
+            assert_eq!(e.kind(), ErrorKind::UnexpectedEof);
+            assert_eq!(e.to_string(), "the request body ended after 5 of its 11 bytes");
+        }
+        other => panic!("{other:?}"),
+    }
+    let (failed, writes) = streamed(&mut Pieces::new(&[b"hello"], Some(ErrorKind::PermissionDenied)), None);
+    assert!(matches!(failed, Err(SendError::Body(e)) if e.kind() == ErrorKind::PermissionDenied));
+    assert_eq!(writes.len(), 1, "what was read before the failure went out");
 }

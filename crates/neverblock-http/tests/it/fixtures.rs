@@ -53,6 +53,13 @@ pub(crate) enum Behaviour {
     Interim,
     /// Keep-alive: HEAD gets 200 with `Content-Length: 1000` and no body; anything else gets `head_body()`.
     Head,
+    /// Answers every request with exactly these bytes, and keeps the connection open whatever they say.
+    Raw(Vec<u8>),
+    /// Reads the request, then resets the connection (`SO_LINGER` 0) without a byte of answer.
+    Reset,
+    /// Sends `head` (a response head, or the start of one), then one `x` every `every`, for `total`
+    /// or until the client leaves.
+    Drip { head: Vec<u8>, every: Duration, total: Duration },
 }
 
 impl Behaviour {
@@ -160,6 +167,7 @@ impl Drop for TestServer {
 /// Accepts until `stop`, one thread per connection; then shuts every connection down and joins its thread.
 fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
     let mut open: Vec<(TcpStream, JoinHandle<()>)> = Vec::new();
+    let mut resets = Vec::new();
     for stream in listener.incoming() {
         if shared.stop.load(SeqCst) {
             break;
@@ -168,6 +176,12 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
         shared.connections.fetch_add(1, SeqCst);
         let _ = stream.set_nodelay(true);
         stream.set_read_timeout(Some(READ_TIMEOUT)).expect("set a read timeout");
+        if let Behaviour::Reset = shared.behaviour {
+            // No clone kept: the reset needs this socket's last descriptor closed.
+            let shared = Arc::clone(shared);
+            resets.push(thread::spawn(move || reset(stream, &shared)));
+            continue;
+        }
         let Ok(handle) = stream.try_clone() else { continue };
         let shared = Arc::clone(shared);
         open.retain(|(_, thread)| !thread.is_finished());
@@ -177,6 +191,20 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
         let _ = stream.shutdown(Shutdown::Both);
         let _ = thread.join();
     }
+    for thread in resets {
+        let _ = thread.join();
+    }
+}
+
+/// Reads one request head from `stream`, then closes it with `SO_LINGER` 0: the peer gets a reset.
+fn reset(stream: TcpStream, shared: &Shared) {
+    let socket = socket2::SockRef::from(&stream);
+    socket.set_linger(Some(Duration::ZERO)).expect("set SO_LINGER");
+    let mut conn = Conn { stream: &stream, buf: Vec::new() };
+    if let Ok(Some(_)) = conn.head() {
+        shared.requests.fetch_add(1, SeqCst);
+    }
+    // Dropping the only descriptor with SO_LINGER 0 sends the reset (`shutdown` would send a FIN).
 }
 
 /// Serves one accepted socket, over TLS if configured, then closes it (after `close_notify` under TLS).
@@ -203,6 +231,7 @@ struct Head {
     method: String,
     host: String,
     content_length: usize,
+    chunked: bool,
 }
 
 /// A connection with the bytes read past the current request.
@@ -232,7 +261,38 @@ impl<S: Read + Write> Conn<S> {
         };
         let content_length = field("content-length").and_then(|value| value.parse().ok()).unwrap_or(0);
         let host = field("host").unwrap_or_default().to_owned();
-        Ok(Some(Head { method, host, content_length }))
+        let chunked = field("transfer-encoding").is_some_and(|coding| coding.eq_ignore_ascii_case("chunked"));
+        Ok(Some(Head { method, host, content_length, chunked }))
+    }
+
+    /// Reads a chunked request body, its extensions and trailers dropped.
+    fn chunked_body(&mut self) -> io::Result<Vec<u8>> {
+        let mut body = Vec::new();
+        loop {
+            let line = self.line()?;
+            let digits = line.split(';').next().unwrap_or_default().trim();
+            let size = usize::from_str_radix(digits, 16).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+            if size == 0 {
+                while !self.line()?.is_empty() {}
+                return Ok(body);
+            }
+            body.extend(self.body(size)?);
+            self.body(2)?;
+        }
+    }
+
+    /// Reads one CRLF-terminated line, without its CRLF.
+    fn line(&mut self) -> io::Result<String> {
+        loop {
+            if let Some(at) = self.buf.windows(2).position(|w| w == b"\r\n") {
+                let line = String::from_utf8_lossy(&self.buf[..at]).into_owned();
+                self.buf.drain(..at + 2);
+                return Ok(line);
+            }
+            if self.fill()? == 0 {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+        }
     }
 
     /// Reads exactly `len` bytes of request body.
@@ -270,7 +330,7 @@ fn serve<S: Read + Write>(conn: &mut Conn<S>, shared: &Shared) -> io::Result<()>
         if let Behaviour::Interim = shared.behaviour {
             conn.send(b"HTTP/1.1 100 Continue\r\n\r\n")?;
         }
-        let body = conn.body(head.content_length)?;
+        let body = if head.chunked { conn.chunked_body()? } else { conn.body(head.content_length)? };
         match &shared.behaviour {
             Behaviour::Fixed { status, headers, body } => conn.send(&response(*status, headers, body))?,
             Behaviour::Chunked { chunks } => {
@@ -319,6 +379,16 @@ fn serve<S: Read + Write>(conn: &mut Conn<S>, shared: &Shared) -> io::Result<()>
                 conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")?
             }
             Behaviour::Head => conn.send(&response(200, &[], &head_body()))?,
+            Behaviour::Raw(bytes) => conn.send(bytes)?,
+            Behaviour::Reset => unreachable!("the accept loop resets these connections itself"),
+            Behaviour::Drip { head, every, total } => {
+                conn.send(head)?;
+                for _ in 0..total.as_millis() / every.as_millis().max(1) {
+                    pause(*every);
+                    conn.send(b"x")?;
+                }
+                return Ok(());
+            }
         }
     }
     Ok(())

@@ -7,6 +7,10 @@ mod access_log;
 #[cfg(feature = "client")]
 mod client;
 #[cfg(feature = "client")]
+mod client_rfc;
+#[cfg(feature = "client")]
+mod client_stream;
+#[cfg(feature = "client")]
 mod fixtures;
 #[cfg(feature = "server")]
 mod logs;

@@ -252,9 +252,9 @@ fn requests_run_concurrently_on_one_loop() {
 }
 
 #[test]
-fn answers_held_for_pipelined_requests_are_bounded() {
-    // Ten pipelined requests for 20 KiB each, then one whose handler waits until the client has
-    // read the first answer: the server must not hold all the answers back while it works.
+fn a_pipelined_answer_goes_out_while_the_next_request_is_handled() {
+    // The second request's handler waits until the client has read the first answer: that
+    // answer must not wait for the handler after it.
     let first_read = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let seen = first_read.clone();
     let server = Running::start(move |request: &mut Request<'_>| {
@@ -263,20 +263,16 @@ fn answers_held_for_pipelined_requests_are_bounded() {
             while !seen.load(SeqCst) && std::time::Instant::now() < give_up {
                 neverblock::sleep(std::time::Duration::from_millis(1));
             }
-            return Response::new(200).body("waited");
+            return Response::new(200).body(if seen.load(SeqCst) { "after the first" } else { "gave up" });
         }
-        Response::new(200).body(vec![b'x'; 20 * 1024])
+        Response::new(200).body("first")
     });
     let stream = server.connect();
-    let pipelined = "GET /big HTTP/1.1\r\nHost: x\r\n\r\n".repeat(10) + "GET /wait HTTP/1.1\r\nHost: x\r\n\r\n";
-    (&stream).write_all(pipelined.as_bytes()).unwrap();
+    (&stream).write_all(b"GET /ok HTTP/1.1\r\nHost: x\r\n\r\nGET /wait HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
     let mut reader = BufReader::new(stream);
-    assert_eq!(read_reply(&mut reader, false).body.len(), 20 * 1024);
+    assert_eq!(read_reply(&mut reader, false).text(), "first");
     first_read.store(true, SeqCst);
-    for _ in 1..10 {
-        assert_eq!(read_reply(&mut reader, false).body.len(), 20 * 1024);
-    }
-    assert_eq!(read_reply(&mut reader, false).text(), "waited");
+    assert_eq!(read_reply(&mut reader, false).text(), "after the first");
 }
 
 /// A reader that yields as many `0` bytes as it holds, then fails.
@@ -300,7 +296,7 @@ fn a_body_that_fails_before_its_first_byte_is_a_500_and_earlier_answers_still_go
         "/fail" => Response::new(200).body(Body::sized_reader(FailingAfter(0), 10)),
         _ => Response::new(200).body("fine"),
     });
-    // The first answer is held for the pipelined second request, whose body then fails.
+    // The first answer goes out before the pipelined second request, whose body then fails.
     let answer = server.send("GET /ok HTTP/1.1\r\nHost: x\r\n\r\nGET /fail HTTP/1.1\r\nHost: x\r\n\r\n");
     let answers = replies(&answer);
     let got: Vec<(u16, String)> = answers.iter().map(|r| (r.status, r.text())).collect();

@@ -220,6 +220,11 @@ fn a_gzip_sibling_is_sent_to_clients_that_accept_it() {
     assert_eq!(site.get("/hello.txt", "Accept-Encoding: gzip\r\n").text(), "hello, file\n", "no sibling, no gzip");
     let split = site.get("/page.html", "Accept-Encoding: br\r\nAccept-Encoding: gzip\r\n");
     assert_eq!(split.header("content-encoding"), Some("gzip"), "a list in two lines");
+    // Which representation a refusal speaks of depends on Accept-Encoding too.
+    let unsatisfiable = site.get("/page.html", "Accept-Encoding: gzip\r\nRange: bytes=999-\r\n");
+    assert_eq!((unsatisfiable.status, unsatisfiable.header("vary")), (416, Some("Accept-Encoding")));
+    let failed = site.get("/page.html", "Accept-Encoding: gzip\r\nIf-Match: \"other\"\r\n");
+    assert_eq!((failed.status, failed.header("vary")), (412, Some("Accept-Encoding")));
 }
 
 #[test]

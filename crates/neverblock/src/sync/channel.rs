@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::{lock, wait_in, StateGuard, StateLock};
-use crate::runtime::scheduler::{Wait, Woken};
+use crate::runtime::scheduler::{Primitive, Wait, Woken};
 use crate::runtime::waiter::{self, WaitList, Waiter};
 
 /// Makes a channel that holds at most `capacity` values; `send` parks while it is
@@ -173,7 +173,7 @@ impl<T> Sender<T> {
     /// the switch's return prediction rewards (`neverblock bench channel-ping-pong`).
     #[inline(never)]
     fn wait_delivered(state: StateGuard<'_, State<T>>) -> Woken {
-        waiter::wait(Wait::Sync("a rendezvous channel's receiver"), |w| {
+        waiter::wait(Wait::Sync(Primitive::RendezvousReceiver), |w| {
             let mut state = state;
             state.delivering = Some(w);
         })
@@ -185,7 +185,8 @@ impl<T> Sender<T> {
     #[inline(never)]
     fn wait_for_room<'a>(&'a self, mut state: StateGuard<'a, State<T>>) -> Option<StateGuard<'a, State<T>>> {
         while state.full() && state.receiver {
-            if wait_in("room in a channel", &self.shared.state, state, |s| &mut s.senders_waiting) == Woken::TimedOut {
+            if wait_in(Primitive::ChannelRoom, &self.shared.state, state, |s| &mut s.senders_waiting) == Woken::TimedOut
+            {
                 return None;
             }
             state = lock(&self.shared.state);
@@ -217,7 +218,8 @@ impl<T> Receiver<T> {
             if state.senders == 0 {
                 return Err(RecvError::Disconnected);
             }
-            if wait_in("a channel message", &self.shared.state, state, |s| &mut s.receivers_waiting) == Woken::TimedOut
+            if wait_in(Primitive::ChannelMessage, &self.shared.state, state, |s| &mut s.receivers_waiting)
+                == Woken::TimedOut
             {
                 return Err(RecvError::TimedOut);
             }

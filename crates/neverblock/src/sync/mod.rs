@@ -22,7 +22,7 @@ pub use oneshot::{oneshot, OneshotReceiver, OneshotSender};
 pub use semaphore::{OwnedPermit, Permit, Semaphore};
 pub use wait_group::WaitGroup;
 
-use crate::runtime::scheduler::{Wait, Woken};
+use crate::runtime::scheduler::{Primitive, Wait, Woken};
 use crate::runtime::waiter::{self, WaitList};
 
 /// The lock around a primitive's own state. It is held for a few instructions
@@ -40,7 +40,7 @@ fn lock<S>(m: &StateLock<S>) -> StateGuard<'_, S> {
 /// Waits in `list` (inside `state`) until woken. On a timeout, or when the fiber is
 /// cancelled, it leaves the line, passing a wake-up it already got to the next waiter.
 fn wait_in<S>(
-    what: &'static str,
+    what: Primitive,
     state: &StateLock<S>,
     guard: StateGuard<'_, S>,
     list: impl Fn(&mut S) -> &mut WaitList,

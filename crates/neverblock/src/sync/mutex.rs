@@ -6,6 +6,7 @@ use std::sync::{Mutex as StdMutex, MutexGuard as StdGuard};
 
 use super::poison::IgnorePoison;
 use super::semaphore::{Permit, Semaphore};
+use crate::runtime::scheduler::Primitive;
 use crate::Elapsed;
 
 /// A mutex that parks the waiting fiber, not the thread. Built from a one-permit
@@ -50,7 +51,7 @@ pub struct MutexGuard<'a, T> {
 impl<T> Mutex<T> {
     /// A mutex holding `value`.
     pub fn new(value: T) -> Mutex<T> {
-        Mutex { gate: Semaphore::named(1, "a Mutex"), value: StdMutex::new(value) }
+        Mutex { gate: Semaphore::named(1, Primitive::Mutex), value: StdMutex::new(value) }
     }
 
     /// Locks, parking the fiber while another holds the lock.

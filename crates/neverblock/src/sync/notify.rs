@@ -3,7 +3,7 @@
 use std::fmt;
 
 use super::{lock, wait_in, StateLock};
-use crate::runtime::scheduler::Woken;
+use crate::runtime::scheduler::{Primitive, Woken};
 use crate::runtime::waiter::WaitList;
 use crate::Elapsed;
 
@@ -56,7 +56,7 @@ impl Notify {
         if std::mem::take(&mut state.permit) {
             return Ok(());
         }
-        match wait_in("a Notify", &self.state, state, |s| &mut s.waiters) {
+        match wait_in(Primitive::Notify, &self.state, state, |s| &mut s.waiters) {
             Woken::Ready => Ok(()),
             Woken::TimedOut => Err(Elapsed),
         }

@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::{lock, wait_in, RecvError, StateLock};
-use crate::runtime::scheduler::Woken;
+use crate::runtime::scheduler::{Primitive, Woken};
 use crate::runtime::waiter::WaitList;
 
 /// Makes a channel for exactly one value.
@@ -98,7 +98,7 @@ impl<T> OneshotReceiver<T> {
             if !state.sender {
                 return Err(RecvError::Disconnected);
             }
-            if wait_in("a oneshot value", &self.shared, state, |s| &mut s.waiters) == Woken::TimedOut {
+            if wait_in(Primitive::Oneshot, &self.shared, state, |s| &mut s.waiters) == Woken::TimedOut {
                 return Err(RecvError::TimedOut);
             }
         }

@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::{lock, wait_in, StateLock};
-use crate::runtime::scheduler::Woken;
+use crate::runtime::scheduler::{Primitive, Woken};
 use crate::runtime::waiter::WaitList;
 use crate::Elapsed;
 
@@ -28,7 +28,7 @@ use crate::Elapsed;
 pub struct Semaphore {
     state: StateLock<State>,
     /// What a fiber parked on it waits for, in a deadlock report.
-    what: &'static str,
+    what: Primitive,
 }
 
 struct State {
@@ -44,11 +44,11 @@ pub struct Permit<'a> {
 impl Semaphore {
     /// A semaphore with `permits` permits.
     pub fn new(permits: usize) -> Semaphore {
-        Semaphore::named(permits, "a Semaphore permit")
+        Semaphore::named(permits, Primitive::Semaphore)
     }
 
     /// A semaphore whose waiters wait on `what`, in a deadlock report.
-    pub(crate) fn named(permits: usize, what: &'static str) -> Semaphore {
+    pub(crate) fn named(permits: usize, what: Primitive) -> Semaphore {
         Semaphore { state: StateLock::new(State { permits, waiters: WaitList::default() }), what }
     }
 

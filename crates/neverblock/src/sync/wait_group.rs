@@ -3,7 +3,7 @@
 use std::fmt;
 
 use super::{lock, wait_in, StateLock};
-use crate::runtime::scheduler::Woken;
+use crate::runtime::scheduler::{Primitive, Woken};
 use crate::runtime::waiter::WaitList;
 use crate::Elapsed;
 
@@ -82,7 +82,7 @@ impl WaitGroup {
             if state.count == 0 {
                 return Ok(());
             }
-            if wait_in("a WaitGroup", &self.state, state, |s| &mut s.waiters) == Woken::TimedOut {
+            if wait_in(Primitive::WaitGroup, &self.state, state, |s| &mut s.waiters) == Woken::TimedOut {
                 return Err(Elapsed);
             }
         }

@@ -289,8 +289,13 @@ impl StaticFiles {
         };
         let validators = Validators { etag: &etag, modified, now };
         let outcome = conditional::evaluate(method, &conditions, &validators);
+        // Every answer, refusals too, depends on Accept-Encoding when a gzip sibling may be chosen.
+        let vary = |response: Response| match self.precompressed {
+            true => response.header("Vary", "Accept-Encoding"),
+            false => response,
+        };
         let mut response = match outcome {
-            Outcome::Failed => return error_response(412, "a precondition failed"),
+            Outcome::Failed => return vary(error_response(412, "a precondition failed")),
             Outcome::NotModified => Response::new(304),
             Outcome::Proceed { range } => {
                 let selection = match request.header("range") {
@@ -303,8 +308,10 @@ impl StaticFiles {
                         .header("Content-Range", format!("bytes {}-{}/{size}", part.start, part.end - 1))
                         .body(Body::file(file, part.start, part.end - part.start)),
                     Selection::Unsatisfiable => {
-                        return error_response(416, "the range is outside the file")
-                            .header("Content-Range", format!("bytes */{size}"))
+                        return vary(
+                            error_response(416, "the range is outside the file")
+                                .header("Content-Range", format!("bytes */{size}")),
+                        )
                     }
                 }
             }
@@ -318,10 +325,7 @@ impl StaticFiles {
         }
         response.append_header("ETag", etag);
         response.append_header("Last-Modified", last_modified);
-        if self.precompressed {
-            response.append_header("Vary", "Accept-Encoding");
-        }
-        response
+        vary(response)
     }
 }
 

@@ -20,8 +20,8 @@ pub(crate) enum Wait {
     Fd(Direction),
     /// The end of another task.
     Join(u64),
-    /// A sync primitive: "a Mutex", "a channel receive", …
-    Sync(&'static str),
+    /// A sync primitive.
+    Sync(Primitive),
     /// A job on the blocking pool.
     Blocking,
 }
@@ -34,9 +34,37 @@ impl fmt::Display for Wait {
             Wait::Fd(Direction::Read) => f.write_str("an fd to become readable"),
             Wait::Fd(Direction::Write) => f.write_str("an fd to become writable"),
             Wait::Join(id) => write!(f, "the end of task {id}"),
-            Wait::Sync(what) => f.write_str(what),
+            Wait::Sync(primitive) => primitive.fmt(f),
             Wait::Blocking => f.write_str("a blocking-pool job"),
         }
+    }
+}
+
+/// The sync primitive a task waits on, in words (kept one byte, so a task stays small).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Primitive {
+    Mutex,
+    Semaphore,
+    ChannelMessage,
+    ChannelRoom,
+    RendezvousReceiver,
+    Oneshot,
+    Notify,
+    WaitGroup,
+}
+
+impl fmt::Display for Primitive {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Primitive::Mutex => "a Mutex",
+            Primitive::Semaphore => "a Semaphore permit",
+            Primitive::ChannelMessage => "a channel message",
+            Primitive::ChannelRoom => "room in a channel",
+            Primitive::RendezvousReceiver => "a rendezvous channel's receiver",
+            Primitive::Oneshot => "a oneshot value",
+            Primitive::Notify => "a Notify",
+            Primitive::WaitGroup => "a WaitGroup",
+        })
     }
 }
 

@@ -22,7 +22,7 @@ use super::running;
 use crate::fiber::{self, Fiber, Inherited, PanicPayload, StackError};
 use crate::reactor::timer::TimerKey;
 use crate::reactor::{Alarm, Reactor, Turn, Wake};
-pub(crate) use dump::Wait;
+pub(crate) use dump::{Primitive, Wait};
 use tasks::{continue_here, key, live, Task, Tasks};
 
 /// Task switches between two polls for timers and I/O while tasks are runnable (tokio's figure).
@@ -325,7 +325,7 @@ impl Scheduler {
         let outcome = if task.cancelled {
             Outcome::Cancelled // cancelled before it ever ran: it never will
         } else {
-            match self.worker(task.stack_size.unwrap_or(self.stack_size)) {
+            match self.worker(task.stack_kib.map_or(self.stack_size, |kib| kib.get() as usize * 1024)) {
                 Ok(worker) => {
                     task.resume_at = Some(worker.clone());
                     self.claim(task, id);
@@ -359,7 +359,7 @@ impl Scheduler {
         if task.turn != number || task.resume_at.is_some() || task.cancelled {
             return false;
         }
-        if task.stack_size.is_some_and(|size| size != my_stack_size) {
+        if task.stack_kib.is_some_and(|kib| kib.get() as usize * 1024 != my_stack_size) {
             return false;
         }
         tasks.queue.pop_front();
