@@ -6,11 +6,10 @@
 //!
 //! The server is the command itself in a child process (`serve --upstream URL --x-sendfile-root
 //! DIR`), so the clients (fibers on a loop of this process, see `xsendfile/clients.rs`) measure it
-//! as a user would run it. Streamed, each download holds one of the application's 4 workers while
-//! the proxy reads it: for the whole download at the client's pace through nginx with
-//! `proxy_buffering off` (the `--peers` rows), for as long as reading 20 MB takes through
-//! neverblock's proxy, which buffers bodies whole for now (holding each in memory meanwhile). With
-//! X-Sendfile the application answers at once and the server sends the file.
+//! as a user would run it. Streamed, each download holds one of the application's 4 workers for
+//! as long as its client takes (neverblock's proxy, like nginx with `proxy_buffering off` in the
+//! `--peers` rows, passes the body on as the client reads it), so the rest wait; with X-Sendfile
+//! the application answers at once and the server sends the file.
 
 mod clients;
 pub(super) mod nginx;

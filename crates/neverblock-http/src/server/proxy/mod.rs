@@ -1,17 +1,18 @@
 //! The reverse proxy: a handler that sends each request on to an upstream server through the
 //! library's own client and its keep-alive pool, and streams the answer back.
 //!
-//! Header fields cross as `fields.rs` says; `upstream.rs` is the exchange with the upstream through
-//! the client, the one place that knows how the client takes and gives bodies (today whole: the
-//! client has no streaming bodies yet). An upstream that refuses or resets the connection, or
-//! answers something that is not HTTP, gets the client a 502; one that does not answer in time a
-//! 504; each with a warning in the log.
+//! Bodies stream both ways without being held whole (`upstream.rs`): the request body is read from
+//! the client as the upstream takes it (sized, or chunked when the client sent it chunked), and the
+//! answer's body is read from the upstream as the client takes it, so a slow client slows only its
+//! own upstream connection. Header fields cross as `fields.rs` says. An upstream that refuses or
+//! resets the connection, or answers something that is not HTTP, gets the client a 502; one that
+//! does not answer in time a 504; each with a warning in the log.
 
 mod fields;
 mod upstream;
 
 use std::fmt;
-use std::io::{self, Cursor, Read};
+use std::io::{self, Read};
 use std::time::Duration;
 
 use url::Url;
@@ -24,10 +25,7 @@ use super::Handler;
 use crate::client::{Client, Request as Outgoing};
 use crate::error::{Error, ErrorKind};
 use fields::Origin;
-use upstream::{Answer, Failed};
-
-/// An answer body in memory up to this long is sent as bytes, in one write with its head.
-const WHOLE_IN_ONE_WRITE: usize = 64 * 1024;
+use upstream::{Answer, AnswerBody, Failed};
 
 /// A [`Handler`] that answers every request with what an upstream server answers it.
 ///
@@ -38,10 +36,10 @@ const WHOLE_IN_ONE_WRITE: usize = 64 * 1024;
 /// `Upgrade`, `Proxy-Connection`, and `Proxy-Authenticate`, `Proxy-Authorization` and `Trailer`
 /// as Go's and nginx's proxies treat them) stay on their hop both ways; `Forwarded` and
 /// `X-Forwarded-For` gain the client's address, and `X-Forwarded-Proto` and `Via` are set. The
-/// answer's status, fields and body come back as they are. The crate's client reads a body whole,
-/// so for now so does the proxy: a request body is read (within the server's body limit) before it
-/// is sent, and the answer is read whole before it is passed on, as nginx's `proxy_buffering`
-/// does; a slow client then holds no upstream connection.
+/// answer's status, fields and body come back as they are. Bodies stream both ways, never held
+/// whole (nginx's `proxy_buffering off` and `proxy_request_buffering off`): a download holds its
+/// upstream connection until the client has it all. A short answer of known length (up to 64 KiB)
+/// is read first and goes out in one write with its head.
 ///
 /// Connections to the upstream are kept alive in the client's pool (up to 1024 at once by
 /// default). An upstream that refuses the connection, resets it, closes it before answering, or
@@ -183,7 +181,7 @@ impl Proxy {
         }
         let outgoing = fields.into_iter().fold(Outgoing::new(request.method(), target), |o, (n, v)| o.header(n, v));
         let len = request.content_length();
-        upstream::exchange(&self.client, outgoing, request.body(), len)
+        upstream::exchange(&self.client, &outgoing, request.body(), len)
     }
 
     /// The client's response for the upstream's `answer`.
@@ -194,17 +192,16 @@ impl Proxy {
         for (name, value) in fields::downstream_response(&got, head_request) {
             response.append_header(name, value);
         }
-        if head_request || matches!(answer.status, 204 | 304) || answer.body.is_empty() {
+        if head_request || matches!(answer.status, 204 | 304) {
             return response;
         }
-        if answer.body.len() <= WHOLE_IN_ONE_WRITE {
+        let (stream, len) = match answer.body {
             // A short body goes out in one write with the head; its request is done with the upstream.
-            return response.body(answer.body);
-        }
-        let len = Some(answer.body.len() as u64);
-        let stream = Cursor::new(answer.body);
+            AnswerBody::Read(bytes) => return response.body(bytes),
+            AnswerBody::Stream { reader, len } => (reader, len),
+        };
         let body = UpstreamBody {
-            stream: Box::new(stream),
+            stream,
             metrics: self.metrics.clone(),
             what: format!("{} {} {}", request.peer_addr(), request.method(), request.target()),
             sent: 0,
