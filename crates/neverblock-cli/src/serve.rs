@@ -1,38 +1,221 @@
-//! `neverblock serve`: the files under a directory over HTTP/1.1, a loop per core,
-//! sent by the kernel (`sendfile`), until SIGTERM or SIGINT (Ctrl-C) shuts it down
-//! gracefully.
+//! `neverblock serve`: the files under a directory over HTTP/1.1, a loop per core, sent by the
+//! kernel (`sendfile`), and what no file answers sent on to an upstream application (whose
+//! X-Sendfile answers it honours), with an Apache access log and a Prometheus metrics page when
+//! asked, until SIGTERM or SIGINT (Ctrl-C) shuts it down gracefully.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use neverblock_http::server::{Server, StaticFiles};
+use neverblock_http::server::{
+    AccessLog, Exchange, Handler, LogFormat, Metrics, Proxy, Request, Response, Server, StaticFiles, XSendfile,
+};
 
 /// Options of `neverblock serve`.
 #[derive(Args, Debug)]
 pub(crate) struct ServeArgs {
-    /// The directory to serve.
-    #[arg(default_value = ".")]
-    pub(crate) dir: PathBuf,
+    /// The directory to serve (default: `.`, or none with --upstream: every request goes to the
+    /// upstream).
+    pub(crate) dir: Option<PathBuf>,
     /// The address to listen on, `HOST:PORT` (port 0: any free port; the chosen one is printed).
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub(crate) listen: String,
     /// Event loops, one thread each, each accepting on the port (default: one per core).
     #[arg(long)]
     pub(crate) workers: Option<usize>,
+    /// Write an access log line per request in this format: `common`, `combined`, or an Apache
+    /// `LogFormat` pattern (`'%h %l %u %t "%r" %>s %b %D'`). To standard output unless
+    /// --access-log-file is given.
+    #[arg(long, value_name = "FORMAT")]
+    pub(crate) access_log: Option<String>,
+    /// Append the access log to this file (in the `common` format unless --access-log says
+    /// otherwise); SIGHUP reopens it, for log rotation.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) access_log_file: Option<PathBuf>,
+    /// Send every request no file under DIR answers (every request, without DIR) to the
+    /// application at this URL (`http://HOST:PORT`), streaming bodies both ways over kept-alive
+    /// connections; a refused or reset upstream gets 502, a slow one 504.
+    #[arg(long, value_name = "URL")]
+    pub(crate) upstream: Option<String>,
+    /// How long the upstream may take to accept a connection, and then for each part of its answer,
+    /// before the client gets 504.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = humantime::parse_duration, requires = "upstream")]
+    pub(crate) upstream_timeout: Duration,
+    /// Honour the upstream's `X-Sendfile: PATH` answers for files under this directory (after
+    /// resolving symbolic links), and its `X-Accel-Redirect: /URI` answers as paths under it;
+    /// the server sends the file itself (sendfile, Range, conditional requests).
+    #[arg(long, value_name = "DIR", requires = "upstream")]
+    pub(crate) x_sendfile_root: Option<PathBuf>,
+    /// The response field that names a file to send (with --x-sendfile-root).
+    #[arg(long, value_name = "NAME", default_value = "X-Sendfile", requires = "x_sendfile_root")]
+    pub(crate) x_sendfile_header: String,
+    /// `X-Accel-Redirect` URIs under PREFIX name files under DIR, as nginx's
+    /// `location PREFIX { internal; alias DIR/; }` (repeatable; the longest prefix wins).
+    #[arg(long, value_name = "PREFIX=DIR", requires = "upstream", value_parser = parse_location)]
+    pub(crate) x_accel_location: Vec<(String, PathBuf)>,
+    /// Serve Prometheus metrics (text format 0.0.4) at this path, e.g. `/metrics` (default: none).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) metrics_path: Option<String>,
 }
 
 pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     let workers = args.workers.unwrap_or_else(neverblock::runtime::available_threads);
     anyhow::ensure!(workers > 0, "--workers must be at least 1");
-    let files = StaticFiles::new(&args.dir)?;
-    let server = Server::builder()
-        .workers(workers)
-        .shutdown_on_signals()
-        .bind(args.listen.as_str())
-        .with_context(|| format!("listen on {}", args.listen))?;
+    if let Some(path) = &args.metrics_path {
+        anyhow::ensure!(path.starts_with('/'), "--metrics-path must be a path that starts with `/`: {path:?}");
+    }
+    let dir = match (&args.dir, &args.upstream) {
+        (None, Some(_)) => None,
+        (dir, _) => Some(dir.clone().unwrap_or_else(|| PathBuf::from("."))),
+    };
+    let files = dir.as_ref().map(StaticFiles::new).transpose()?;
+    let log = access_log(&args)?;
+    let metrics = args.metrics_path.as_ref().map(|_| Metrics::new());
+    let upstream = upstream(&args, metrics.as_ref())?;
+    let mut builder = Server::builder().workers(workers).shutdown_on_signals();
+    if let Some(hook) = response_hook(log.clone(), metrics.clone()) {
+        builder = builder.on_response(hook);
+    }
+    let server = builder.bind(args.listen.as_str()).with_context(|| format!("listen on {}", args.listen))?;
     let loops = if workers == 1 { "1 loop".to_owned() } else { format!("{workers} loops") };
-    println!("serving {} on http://{}/ with {loops} (Ctrl-C stops)", files.root().display(), server.local_addr());
-    server.run(files)?;
-    Ok(())
+    let addr = server.local_addr();
+    match (&files, &args.upstream) {
+        (Some(files), None) => {
+            println!("serving {} on http://{addr}/ with {loops} (Ctrl-C stops)", files.root().display())
+        }
+        (Some(files), Some(url)) => println!(
+            "serving on http://{addr}/ with {loops}: the files under {}, then the upstream {url} (Ctrl-C stops)",
+            files.root().display()
+        ),
+        (None, url) => println!(
+            "serving on http://{addr}/ with {loops}: the upstream {} (Ctrl-C stops)",
+            url.as_deref().unwrap_or("")
+        ),
+    }
+    let handler: Box<dyn Handler> = match (files, upstream) {
+        (Some(files), Some(upstream)) => Box::new(FilesThenUpstream { files, upstream }),
+        (Some(files), None) => Box::new(files),
+        (None, Some(upstream)) => upstream,
+        (None, None) => unreachable!("without --upstream there is a directory"),
+    };
+    let handler: Box<dyn Handler> = match (&metrics, &args.metrics_path) {
+        (Some(metrics), Some(path)) => {
+            metrics.watch(&server.handle());
+            Box::new(metrics.serve(path, BoxedHandler(handler)))
+        }
+        _ => handler,
+    };
+    if let (Some(log), Some(_)) = (&log, &args.access_log_file) {
+        reopen_on_sighup(log.clone());
+    }
+    let served = server.run(BoxedHandler(handler));
+    if let Some(log) = log {
+        log.close();
+    }
+    Ok(served?)
+}
+
+/// The upstream handler the options ask for: the proxy, inside X-Sendfile when a root or a
+/// location is given.
+fn upstream(args: &ServeArgs, metrics: Option<&Metrics>) -> anyhow::Result<Option<Box<dyn Handler>>> {
+    let Some(url) = &args.upstream else { return Ok(None) };
+    let mut proxy = Proxy::new(url).context("--upstream")?.timeout(args.upstream_timeout);
+    if let Some(metrics) = metrics {
+        proxy = proxy.metrics(metrics);
+    }
+    if args.x_sendfile_root.is_none() && args.x_accel_location.is_empty() {
+        return Ok(Some(Box::new(proxy)));
+    }
+    let mut handler = XSendfile::new(proxy).header(args.x_sendfile_header.clone());
+    if let Some(root) = &args.x_sendfile_root {
+        handler = handler.root(root).context("--x-sendfile-root")?.accel_location("/", root)?;
+    }
+    for (prefix, dir) in &args.x_accel_location {
+        handler = handler.accel_location(prefix, dir).with_context(|| format!("--x-accel-location {prefix}"))?;
+    }
+    Ok(Some(Box::new(handler)))
+}
+
+/// `PREFIX=DIR`.
+fn parse_location(text: &str) -> Result<(String, PathBuf), String> {
+    match text.split_once('=') {
+        Some((prefix, dir)) if prefix.starts_with('/') && !dir.is_empty() => Ok((prefix.to_owned(), dir.into())),
+        _ => Err(format!("{text:?} is not PREFIX=DIR with a PREFIX that starts with `/`")),
+    }
+}
+
+/// The files under a directory, and for what none of them answers (and methods other than GET and
+/// HEAD), the upstream: nginx's `try_files $uri $uri/ @upstream`.
+struct FilesThenUpstream {
+    files: StaticFiles,
+    upstream: Box<dyn Handler>,
+}
+
+impl Handler for FilesThenUpstream {
+    fn handle(&self, request: &mut Request<'_>) -> Response {
+        if matches!(request.method(), "GET" | "HEAD") {
+            let response = self.files.serve(request);
+            if response.status() != 404 {
+                return response;
+            }
+        }
+        self.upstream.handle(request)
+    }
+}
+
+/// The access log the options ask for, if any.
+fn access_log(args: &ServeArgs) -> anyhow::Result<Option<AccessLog>> {
+    let format = match (&args.access_log, &args.access_log_file) {
+        (None, None) => return Ok(None),
+        (Some(format), _) => format.parse::<LogFormat>().context("--access-log")?,
+        (None, Some(_)) => LogFormat::common(),
+    };
+    Ok(Some(match &args.access_log_file {
+        Some(path) => AccessLog::file(path, format)?,
+        None => AccessLog::stdout(format)?,
+    }))
+}
+
+/// The response hook feeding the access log and the metrics, if either is on.
+fn response_hook(
+    log: Option<AccessLog>,
+    metrics: Option<Metrics>,
+) -> Option<impl Fn(&Exchange<'_>) + Send + Sync + 'static> {
+    let on = log.is_some() || metrics.is_some();
+    on.then_some(move |exchange: &Exchange<'_>| {
+        if let Some(log) = &log {
+            log.record(exchange);
+        }
+        if let Some(metrics) = &metrics {
+            metrics.record(exchange);
+        }
+    })
+}
+
+/// Reopens the access log on each SIGHUP (logrotate's `postrotate` sends one after moving the
+/// file), from a thread of its own, until the process ends.
+fn reopen_on_sighup(log: AccessLog) {
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([signal_hook::consts::SIGHUP]) else {
+        log::warn!("SIGHUP cannot be watched; the access log will not be reopened on it");
+        return;
+    };
+    let watcher = std::thread::Builder::new().name("sighup".into()).spawn(move || {
+        for _ in signals.forever() {
+            log::info!("SIGHUP: reopening the access log");
+            log.reopen();
+        }
+    });
+    if let Err(e) = watcher {
+        log::warn!("no thread to watch for SIGHUP ({e}); the access log will not be reopened on it");
+    }
+}
+
+/// A handler chosen at start-up.
+struct BoxedHandler(Box<dyn Handler>);
+
+impl Handler for BoxedHandler {
+    fn handle(&self, request: &mut Request<'_>) -> Response {
+        self.0.handle(request)
+    }
 }

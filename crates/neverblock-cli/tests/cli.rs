@@ -4,6 +4,11 @@ use std::process::Command;
 
 use serde_json::Value;
 
+#[path = "cli/serve_options.rs"]
+mod serve_options;
+#[path = "cli/serve_upstream.rs"]
+mod serve_upstream;
+
 fn neverblock(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_neverblock")).args(args).output().expect("run neverblock");
     (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())

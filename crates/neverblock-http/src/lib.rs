@@ -19,7 +19,10 @@
 //! closure from a request (with its body as a `Read`) to a response (bytes, a stream, or a file
 //! range the kernel sends); keep-alive, pipelining, `100 Continue`, limits, timeouts with a
 //! minimum data rate, request-smuggling defences, graceful shutdown; [`server::StaticFiles`]
-//! serves a directory (`neverblock serve`).
+//! serves a directory (`neverblock serve`), [`server::Proxy`] sends requests on to an upstream
+//! (a reverse proxy on this crate's client), [`server::XSendfile`] sends the files a handler's
+//! `X-Sendfile` answers name, [`server::AccessLog`] writes Apache's access log formats and
+//! [`server::Metrics`] serves Prometheus metrics.
 //!
 //! # Examples
 //!

@@ -11,6 +11,7 @@ mod idle_connections;
 mod nginx;
 mod peers;
 mod pg;
+mod proxy_hello;
 mod raw;
 mod report;
 mod runtime;
@@ -18,6 +19,7 @@ mod servers;
 mod side_by_side;
 mod slow_clients;
 mod throttle;
+mod xsendfile;
 
 use clap::{Args, Subcommand};
 
@@ -50,6 +52,12 @@ pub(crate) enum Bench {
     /// An HTTP endpoint that runs `select pg_sleep(1)`, ten clients at once: one blocking worker vs
     /// neverblock's server (NeverBlock's "Rails 12x faster" experiment).
     AppSleep(app_sleep::AppSleepArgs),
+    /// A small answer through `serve --upstream` and through nginx (`--peers`), one worker each, and
+    /// from the upstream alone: requests/s over 100 kept-alive connections.
+    ProxyHello(proxy_hello::ProxyHelloArgs),
+    /// X-Sendfile behind `serve --upstream` (grizzly-sendfile's): C clients at 1 MB/s downloading a
+    /// 20 MB file from a 4-worker application that streams it or answers X-Sendfile.
+    Xsendfile(xsendfile::XSendfileArgs),
     /// Requests/s for a 13-byte answer over 100 keep-alive connections (vs nginx, Go net/http, may_minihttp).
     HttpHello(http_hello::HelloArgs),
     /// Requests/s for a 13-byte and a 1 MiB file from `neverblock serve` (vs nginx with sendfile, Go's FileServer).
@@ -103,6 +111,8 @@ impl Bench {
             Bench::HttpStatic(args) => http_static::run(args),
             Bench::SlowClients(args) => slow_clients::run(args),
             Bench::ServeHello(args) => http_hello::serve(args),
+            Bench::ProxyHello(args) => proxy_hello::run(args),
+            Bench::Xsendfile(args) => xsendfile::run(args),
             Bench::All(common) => {
                 fiber_chain::run(fiber_chain::ChainArgs::defaults(common.clone()))?;
                 fiber_switch::run(fiber_switch::SwitchArgs::defaults(common.clone()))?;

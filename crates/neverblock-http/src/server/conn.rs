@@ -78,19 +78,20 @@ pub(super) fn serve(stream: TcpStream, peer: SocketAddr, lp: &Rc<Loop>) {
                 if partial && error.kind() == std::io::ErrorKind::TimedOut {
                     let why = format!("the request head did not arrive within {:?}", timeouts.header);
                     count_request(lp);
-                    refuse(lp, &socket, &Refusal { status: 408, why: why.into() }, None, ends);
+                    refuse(lp, &socket, &Refusal { status: 408, why: why.into() }, Received::Line(None), ends);
                 }
                 return;
             }
             Err(HeadError::Refused(refusal)) => {
                 count_request(lp);
-                return refuse(lp, &socket, &refusal, None, ends);
+                let line = request_line(conn.buffered(), refusal.status);
+                return refuse(lp, &socket, &refusal, Received::Line(line), ends);
             }
         };
         count_request(lp);
         let message = match check_request(&head, version, &lp.config.limits) {
             Ok(message) => message,
-            Err(refusal) => return refuse(lp, &socket, &refusal, Some(&head), ends),
+            Err(refusal) => return refuse(lp, &socket, &refusal, Received::Head(&head), ends),
         };
         if !exchange(lp, &mut conn, &head, &message, ends) {
             return;
@@ -159,7 +160,7 @@ fn exchange(lp: &Loop, conn: &mut BufferedConn<Socket>, head: &Head, message: &M
     socket.set_write_budget(Budget::Floor(Floor::new(config.timeouts.send, config.timeouts.min_rate)));
     let cx = Context { head_request: head.method() == "HEAD", version: message.version, close };
     let sent = respond::send(&socket, &mut response, cx);
-    report(lp, Some(head), Some(message), &response, sent, ends, started);
+    report(lp, Received::Head(head), Some(message), &response, sent, ends, started);
     if !sent.complete {
         return false;
     }
@@ -191,8 +192,21 @@ fn drain(conn: &mut BufferedConn<Socket>, state: &mut BodyState, socket: &Socket
     false
 }
 
+/// What arrived of a request: a head the server parsed, or (refused before that) perhaps its first line.
+#[derive(Clone, Copy, Debug)]
+enum Received<'a> {
+    Head(&'a Head),
+    Line(Option<&'a [u8]>),
+}
+
+/// The request line at the start of `buffered`, if it arrived whole (not for 414: too long to be).
+fn request_line(buffered: &[u8], status: u16) -> Option<&[u8]> {
+    let end = buffered.iter().position(|&b| b == b'\n').filter(|_| status != 414)?;
+    Some(buffered[..end].strip_suffix(b"\r").unwrap_or(&buffered[..end]))
+}
+
 /// Answers a request the server will not take, and closes the connection.
-fn refuse(lp: &Loop, socket: &Socket, refusal: &Refusal, head: Option<&Head>, ends: Ends) {
+fn refuse(lp: &Loop, socket: &Socket, refusal: &Refusal, head: Received<'_>, ends: Ends) {
     let started = Started::now(lp);
     log::debug!("{}: refused with {}: {}", ends.peer, refusal.status, refusal.why);
     let mut response = error_response(refusal.status, &refusal.why);
@@ -209,7 +223,7 @@ fn refuse(lp: &Loop, socket: &Socket, refusal: &Refusal, head: Option<&Head>, en
 /// Calls the server's response hook, if it has one.
 fn report(
     lp: &Loop,
-    head: Option<&Head>,
+    head: Received<'_>,
     message: Option<&Message>,
     response: &Response,
     sent: Sent,
@@ -217,8 +231,13 @@ fn report(
     started: Option<Started>,
 ) {
     if let (Some(hook), Some(started)) = (&lp.config.hook, started) {
+        let (head, line) = match head {
+            Received::Head(head) => (Some(head), None),
+            Received::Line(line) => (None, line),
+        };
         hook(&Exchange {
             head,
+            line,
             message,
             response,
             peer: ends.peer,

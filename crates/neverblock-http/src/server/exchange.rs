@@ -30,6 +30,8 @@ use crate::wire::server::Message;
 pub struct Exchange<'a> {
     /// The request's head, if it could be parsed.
     pub(super) head: Option<&'a Head>,
+    /// Without a head: the request line, if it arrived whole.
+    pub(super) line: Option<&'a [u8]>,
     /// What the server made of it, if it took it.
     pub(super) message: Option<&'a Message>,
     pub(super) response: &'a Response,
@@ -74,6 +76,24 @@ impl Exchange<'_> {
     /// ```
     pub fn target(&self) -> &str {
         self.head.map_or("", Head::target)
+    }
+
+    /// The request line as received (`GET /a?b HTTP/1.1`), without its line end; also for a request
+    /// the server refused (400, 431, …) once its line had arrived whole (but not for 414).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Exchange, Server};
+    ///
+    /// let server = Server::builder()
+    ///     .on_response(|x: &Exchange<'_>| log::info!("{}", String::from_utf8_lossy(x.request_line().unwrap_or(b"-"))))
+    ///     .bind("127.0.0.1:0")
+    ///     .unwrap();
+    /// # drop(server);
+    /// ```
+    pub fn request_line(&self) -> Option<&[u8]> {
+        self.head.map(Head::request_line).or(self.line)
     }
 
     /// The target's path, percent-encoded; empty if the request was refused before it was split.
@@ -148,6 +168,23 @@ impl Exchange<'_> {
         self.head.and_then(|head| head.get(name)).and_then(|v| std::str::from_utf8(v).ok())
     }
 
+    /// Every request field, in the order received (none if the head could not be parsed).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Exchange, Server};
+    ///
+    /// let server = Server::builder()
+    ///     .on_response(|x: &Exchange<'_>| log::info!("{} fields", x.request_headers().count()))
+    ///     .bind("127.0.0.1:0")
+    ///     .unwrap();
+    /// # drop(server);
+    /// ```
+    pub fn request_headers(&self) -> impl Iterator<Item = (&str, &[u8])> {
+        self.head.into_iter().flat_map(Head::fields)
+    }
+
     /// The status sent.
     ///
     /// # Examples
@@ -180,6 +217,23 @@ impl Exchange<'_> {
     /// ```
     pub fn response_header(&self, name: &str) -> Option<&str> {
         self.response.header_value(name)
+    }
+
+    /// Every response field the handler set, in order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Exchange, Server};
+    ///
+    /// let server = Server::builder()
+    ///     .on_response(|x: &Exchange<'_>| log::info!("{} cookies set", x.response_headers().filter(|(n, _)| n.eq_ignore_ascii_case("set-cookie")).count()))
+    ///     .bind("127.0.0.1:0")
+    ///     .unwrap();
+    /// # drop(server);
+    /// ```
+    pub fn response_headers(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.response.headers()
     }
 
     /// Body bytes sent (not counting the head or chunked framing).

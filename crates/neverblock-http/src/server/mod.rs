@@ -7,7 +7,9 @@
 //! handler that parks (a socket, a sleep, a database query) parks only its fiber. Slow clients
 //! cost a timer each, never a worker; limits, timeouts and request-smuggling defences answer with
 //! the status RFC 9110 names (see [`ServerBuilder`]); graceful shutdown is a [`ServerHandle`] call
-//! or a signal. [`StaticFiles`] serves a directory.
+//! or a signal. [`StaticFiles`] serves a directory; `Proxy` (with the `client` feature) sends
+//! requests on to an upstream; [`XSendfile`] sends the files a handler's answers name; the
+//! [`on_response`](ServerBuilder::on_response) hook feeds an [`AccessLog`] and [`Metrics`].
 //!
 //! # Examples
 //!
@@ -38,11 +40,15 @@
 //! running.join().unwrap().unwrap();
 //! ```
 
+mod access_log;
 mod config;
 mod conn;
 mod date;
 mod exchange;
 mod listen;
+mod metrics;
+#[cfg(feature = "client")]
+mod proxy;
 mod registry;
 mod request;
 mod respond;
@@ -50,6 +56,7 @@ mod response;
 mod shutdown;
 mod socket;
 mod static_files;
+mod xsendfile;
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -59,12 +66,17 @@ use std::sync::Arc;
 use neverblock::net::TcpListener;
 use neverblock::runtime::{spawn_on, Builder};
 
+pub use access_log::{AccessLog, LogFormat};
 pub use config::ServerBuilder;
 pub use exchange::Exchange;
+pub use metrics::{Instrumented, Metrics};
+#[cfg(feature = "client")]
+pub use proxy::Proxy;
 pub use request::{Request, RequestBody, Version};
 pub use response::{Body, Response};
 pub use shutdown::{ServerHandle, ServerStats};
 pub use static_files::StaticFiles;
+pub use xsendfile::XSendfile;
 
 use crate::error::{Error, ErrorKind};
 use config::Config;

@@ -93,6 +93,13 @@ impl Head {
         self.text(self.line[1])
     }
 
+    /// The start line as received, without its line end.
+    #[cfg(feature = "server")]
+    pub(crate) fn request_line(&self) -> &[u8] {
+        let end = self.bytes.iter().position(|&b| b == b'\n').unwrap_or(self.bytes.len());
+        self.bytes[..end].strip_suffix(b"\r").unwrap_or(&self.bytes[..end])
+    }
+
     /// Every field, in the order received: names as received, values without surrounding blanks.
     pub(crate) fn fields(&self) -> impl Iterator<Item = (&str, &[u8])> {
         self.fields.iter().map(|f| (self.text(f.name), self.part(f.value)))

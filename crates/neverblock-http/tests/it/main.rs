@@ -2,6 +2,8 @@
 //! servers, and the server (core, limits, timeouts, shutdown, static files) against raw-bytes
 //! clients, all on loopback.
 
+#[cfg(feature = "server")]
+mod access_log;
 #[cfg(feature = "client")]
 mod client;
 #[cfg(feature = "client")]
@@ -10,6 +12,12 @@ mod client_rfc;
 mod client_stream;
 #[cfg(feature = "client")]
 mod fixtures;
+#[cfg(feature = "server")]
+mod logs;
+#[cfg(feature = "server")]
+mod metrics;
+#[cfg(all(feature = "client", feature = "server"))]
+mod proxy;
 #[cfg(feature = "server")]
 mod server;
 #[cfg(feature = "server")]
@@ -22,3 +30,7 @@ mod server_timeouts;
 mod serving;
 #[cfg(feature = "server")]
 mod static_files;
+#[cfg(all(feature = "client", feature = "server"))]
+mod upstream;
+#[cfg(feature = "server")]
+mod xsendfile;

@@ -173,6 +173,11 @@ impl StaticFiles {
             Ok(mapped) => mapped,
             Err(why) => return error_response(400, why),
         };
+        self.serve_mapped(request, mapped)
+    }
+
+    /// The response for a path mapped under the root: a file, a directory's index, or why not.
+    fn serve_mapped(&self, request: &Request<'_>, mapped: path::Mapped) -> Response {
         let (mut file, mut meta) = match self.open(&mapped.relative) {
             Ok(opened) => opened,
             Err(e) => return self.open_failed(request, &e),
@@ -200,11 +205,24 @@ impl StaticFiles {
             gz.push(".gz");
             if let Ok((gz_file, gz_meta)) = self.open(Path::new(&gz)) {
                 if gz_meta.is_file() {
-                    return self.file_response(request, gz_file, &gz_meta, &content_type, true);
+                    return self.file_response(request, request.method(), gz_file, &gz_meta, &content_type, true);
                 }
             }
         }
-        self.file_response(request, file, &meta, &content_type, false)
+        self.file_response(request, request.method(), file, &meta, &content_type, false)
+    }
+
+    /// The response for the regular file at `relative` under the root, named by a handler rather
+    /// than by the request's path (X-Sendfile): whatever the request's method, it is answered as a
+    /// GET (or a HEAD) of the file, with its conditionals and range. What cannot be served is
+    /// returned as the error of the open, or `None` for what is not a regular file.
+    pub(super) fn serve_named(&self, request: &Request<'_>, relative: &Path) -> Result<Option<Response>, io::Error> {
+        let (file, meta) = self.open(relative)?;
+        if !meta.is_file() {
+            return Ok(None);
+        }
+        let method = if request.method() == "HEAD" { "HEAD" } else { "GET" };
+        Ok(Some(self.file_response(request, method, file, &meta, &content_type(relative), false)))
     }
 
     /// Opens `relative` under the root, with its metadata (`fstat` of an open file: no disk read);
@@ -219,7 +237,7 @@ impl StaticFiles {
     }
 
     /// The answer when the file could not be opened.
-    fn open_failed(&self, request: &Request<'_>, e: &io::Error) -> Response {
+    pub(super) fn open_failed(&self, request: &Request<'_>, e: &io::Error) -> Response {
         match e.kind() {
             io::ErrorKind::NotFound | io::ErrorKind::NotADirectory => error_response(404, "no such file"),
             io::ErrorKind::PermissionDenied => error_response(403, "not readable"),
@@ -249,6 +267,7 @@ impl StaticFiles {
     fn file_response(
         &self,
         request: &Request<'_>,
+        method: &str,
         file: File,
         meta: &Metadata,
         content_type: &str,
@@ -269,7 +288,7 @@ impl StaticFiles {
             if_range: request.header("if-range"),
         };
         let validators = Validators { etag: &etag, modified, now };
-        let outcome = conditional::evaluate(request.method(), &conditions, &validators);
+        let outcome = conditional::evaluate(method, &conditions, &validators);
         // Every answer, refusals too, depends on Accept-Encoding when a gzip sibling may be chosen.
         let vary = |response: Response| match self.precompressed {
             true => response.header("Vary", "Accept-Encoding"),
@@ -314,6 +333,20 @@ impl Handler for StaticFiles {
     fn handle(&self, request: &mut Request<'_>) -> Response {
         self.serve(request)
     }
+}
+
+/// The path relative to a root that the percent-encoded URL path `raw` names.
+///
+/// # Errors
+///
+/// Why the path is refused: a `..` segment, an encoded slash, a NUL byte, a broken escape.
+pub(super) fn url_path_beneath(raw: &str) -> Result<std::path::PathBuf, &'static str> {
+    path::map(raw).map(|mapped| mapped.relative)
+}
+
+/// Whether `e`, from opening a path beneath a root, is the refusal of a path that leads outside it.
+pub(super) fn leads_outside_root(e: &io::Error) -> bool {
+    open::is_escape(e)
 }
 
 /// The value of a list field (RFC 9110 §5.3): its lines joined with commas when it has several.

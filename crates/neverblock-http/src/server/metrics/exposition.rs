@@ -1,0 +1,146 @@
+//! The metrics page in Prometheus' text exposition format 0.0.4: `# HELP` and `# TYPE` lines, then
+//! one sample a line.
+
+use std::fmt::Write;
+
+use super::counters::{Totals, BOUNDS, CLASSES, METHODS, UPSTREAM_ERRORS};
+use crate::server::ServerStats;
+
+/// The page's media type.
+pub(super) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// What one event loop of the server's runtime holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct LoopState {
+    pub(super) fibers: usize,
+    pub(super) runnable: usize,
+}
+
+/// What a page shows.
+pub(super) struct Page<'a> {
+    pub(super) totals: &'a Totals,
+    pub(super) downloads: i64,
+    pub(super) proxied_in_flight: i64,
+    pub(super) server: Option<ServerStats>,
+    pub(super) loops: &'a [LoopState],
+}
+
+/// Starts a metric: its help and type lines.
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    // Writing to a String cannot fail.
+    let _ = write!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n");
+}
+
+fn sample(out: &mut String, name: &str, labels: &str, value: impl std::fmt::Display) {
+    let _ = writeln!(out, "{name}{labels} {value}");
+}
+
+impl Page<'_> {
+    pub(super) fn render(&self) -> String {
+        let mut out = String::with_capacity(4096);
+        let t = self.totals;
+        if let Some(server) = self.server {
+            family(&mut out, "neverblock_connections_open", "gauge", "Client connections open now.");
+            sample(&mut out, "neverblock_connections_open", "", server.open);
+            family(&mut out, "neverblock_connections_accepted_total", "counter", "Client connections accepted.");
+            sample(&mut out, "neverblock_connections_accepted_total", "", server.accepted);
+            let help = "Idle connections closed to free file descriptors.";
+            family(&mut out, "neverblock_connections_shed_total", "counter", help);
+            sample(&mut out, "neverblock_connections_shed_total", "", server.shed);
+        }
+        let help = "Requests answered, by method and status class.";
+        family(&mut out, "neverblock_http_requests_total", "counter", help);
+        for (method, row) in METHODS.iter().zip(&t.requests) {
+            for (class, &n) in (1..=CLASSES).zip(row).filter(|(_, &n)| n > 0) {
+                sample(
+                    &mut out,
+                    "neverblock_http_requests_total",
+                    &format!("{{method=\"{method}\",status=\"{class}xx\"}}"),
+                    n,
+                );
+            }
+        }
+        let help = "Response body bytes sent (heads and chunk framing not counted).";
+        family(&mut out, "neverblock_http_response_body_bytes_total", "counter", help);
+        sample(&mut out, "neverblock_http_response_body_bytes_total", "", t.body_bytes);
+        self.render_duration(&mut out);
+        let help = "Files being sent (static files and X-Sendfile answers).";
+        family(&mut out, "neverblock_downloads_in_flight", "gauge", help);
+        sample(&mut out, "neverblock_downloads_in_flight", "", self.downloads);
+        let help = "Requests sent to the upstream whose response has not been sent whole yet.";
+        family(&mut out, "neverblock_proxy_requests_in_flight", "gauge", help);
+        sample(&mut out, "neverblock_proxy_requests_in_flight", "", self.proxied_in_flight);
+        family(&mut out, "neverblock_proxy_requests_total", "counter", "Requests sent to the upstream.");
+        sample(&mut out, "neverblock_proxy_requests_total", "", t.proxied);
+        let help = "Upstream failures: refused (nothing listens), reset, timeout, other.";
+        family(&mut out, "neverblock_proxy_upstream_errors_total", "counter", help);
+        for (kind, n) in UPSTREAM_ERRORS.iter().zip(t.upstream_errors) {
+            sample(&mut out, "neverblock_proxy_upstream_errors_total", &format!("{{kind=\"{kind}\"}}"), n);
+        }
+        if !self.loops.is_empty() {
+            let help = "Live fibers (tasks) of each event loop, the page's own probe not counted.";
+            family(&mut out, "neverblock_fibers", "gauge", help);
+            for (index, state) in self.loops.iter().enumerate() {
+                sample(&mut out, "neverblock_fibers", &format!("{{loop=\"{index}\"}}"), state.fibers);
+            }
+            family(&mut out, "neverblock_run_queue_length", "gauge", "Fibers ready to run on each event loop.");
+            for (index, state) in self.loops.iter().enumerate() {
+                sample(&mut out, "neverblock_run_queue_length", &format!("{{loop=\"{index}\"}}"), state.runnable);
+            }
+        }
+        out
+    }
+
+    fn render_duration(&self, out: &mut String) {
+        let name = "neverblock_http_request_duration_seconds";
+        let help = "From a request's head arriving to its response's last byte going out.";
+        family(out, name, "histogram", help);
+        let mut cumulative = 0;
+        for (bound, n) in BOUNDS.iter().map(|b| b.to_string()).chain(["+Inf".to_owned()]).zip(self.totals.buckets) {
+            cumulative += n;
+            sample(out, &format!("{name}_bucket"), &format!("{{le=\"{bound}\"}}"), cumulative);
+        }
+        sample(out, &format!("{name}_sum"), "", self.totals.duration_micros as f64 / 1e6);
+        sample(out, &format!("{name}_count"), "", cumulative);
+    }
+}
+
+/// Reads a loop's state from the runtime's dump of it (`loop N (K tasks):`, then a line per task
+/// ending in `runs`, `is runnable` or what it is parked on). The runtime has no counters to read
+/// instead; the probe that made the dump is the task that `runs`, and is not counted.
+pub(super) fn parse_dump(dump: &str) -> Option<LoopState> {
+    let first = dump.lines().next()?;
+    let tasks = first.split_once(" (")?.1.split_once(" tasks):")?.0.parse::<usize>().ok()?;
+    let runnable = dump.lines().skip(1).filter(|line| line.ends_with(" is runnable")).count();
+    Some(LoopState { fibers: tasks.saturating_sub(1), runnable })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_loops_dump_gives_its_fibers_and_run_queue() {
+        let dump = "loop 3 (4 tasks):\n  task 1 \"accept\" (spawned at a.rs:1:1) is parked on an fd\n  \
+                    task 2 (spawned at b.rs:2:2) is runnable\n  task 3 (spawned at c.rs:3:3) is runnable\n  \
+                    task 4 (spawned at d.rs:4:4) runs\n";
+        assert_eq!(parse_dump(dump), Some(LoopState { fibers: 3, runnable: 2 }));
+        assert_eq!(parse_dump("no neverblock runtime runs in this process\n"), None);
+    }
+
+    #[test]
+    fn histogram_buckets_are_cumulative_and_end_at_the_count() {
+        let mut totals = Totals::default();
+        totals.buckets[0] = 2;
+        totals.buckets[3] = 1;
+        totals.buckets[BOUNDS.len()] = 1;
+        totals.duration_micros = 2_500_000;
+        let page = Page { totals: &totals, downloads: 0, proxied_in_flight: 0, server: None, loops: &[] }.render();
+        assert!(page.contains("neverblock_http_request_duration_seconds_bucket{le=\"0.001\"} 2\n"), "{page}");
+        assert!(page.contains("neverblock_http_request_duration_seconds_bucket{le=\"0.025\"} 3\n"), "{page}");
+        assert!(page.contains("neverblock_http_request_duration_seconds_bucket{le=\"60\"} 3\n"), "{page}");
+        assert!(page.contains("neverblock_http_request_duration_seconds_bucket{le=\"+Inf\"} 4\n"), "{page}");
+        assert!(page.contains("neverblock_http_request_duration_seconds_sum 2.5\n"), "{page}");
+        assert!(page.contains("neverblock_http_request_duration_seconds_count 4\n"), "{page}");
+    }
+}

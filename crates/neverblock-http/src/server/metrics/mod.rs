@@ -1,0 +1,291 @@
+//! Metrics for Prometheus: what the server does (connections, requests by method and status class,
+//! bytes, a request-duration histogram, files and proxied requests in flight, upstream failures)
+//! and what its runtime holds (live fibers and run-queue length per event loop), served as a page
+//! in the text exposition format.
+//!
+//! The counters are sharded by event loop (`counters.rs`) and summed when the page is made
+//! (`exposition.rs`); the runtime's state is read from a dump of each loop, made by a fiber
+//! started there.
+
+mod counters;
+mod exposition;
+
+use std::cell::Cell;
+use std::fmt;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, OnceLock};
+
+use counters::Counters;
+#[cfg(feature = "client")]
+use counters::UPSTREAM_ERRORS;
+use exposition::{parse_dump, LoopState, Page, CONTENT_TYPE};
+
+use super::respond::error_response;
+use super::{Body, Exchange, Handler, Request, Response, ServerHandle};
+
+neverblock::fiber_local!(static SENDING_FILE: Cell<bool> = Cell::new(false));
+
+/// A server's metrics: counters its response hook feeds, and a page of them in Prometheus' text
+/// exposition format (0.0.4); cheap to clone (clones share the counters).
+///
+/// Feed it with [`hook`](Metrics::hook) (or [`record`](Metrics::record) from a hook of your
+/// own), wrap the handler with [`serve`](Metrics::serve) to answer the page at a path and count
+/// files in flight, and [`watch`](Metrics::watch) the server for its connection counts. The page
+/// has `neverblock_connections_open`, `neverblock_connections_accepted_total`,
+/// `neverblock_connections_shed_total`, `neverblock_http_requests_total{method,status}` (status
+/// class `2xx` …; methods other than the nine of RFC 9110 as `other`),
+/// `neverblock_http_response_body_bytes_total`, the histogram
+/// `neverblock_http_request_duration_seconds`, `neverblock_downloads_in_flight`,
+/// `neverblock_proxy_requests_in_flight`, `neverblock_proxy_requests_total`,
+/// `neverblock_proxy_upstream_errors_total{kind}` (fed by a
+/// reverse proxy given these metrics), and per event loop `neverblock_fibers{loop}` and
+/// `neverblock_run_queue_length{loop}`.
+///
+/// # Examples
+///
+/// ```
+/// use std::io::{Read, Write};
+/// use neverblock_http::server::{Metrics, Request, Response, Server};
+///
+/// let metrics = Metrics::new();
+/// let server = Server::builder().workers(1).on_response(metrics.hook()).bind("127.0.0.1:0").unwrap();
+/// metrics.watch(&server.handle());
+/// let handler = metrics.serve("/metrics", |_: &mut Request<'_>| Response::new(200).body("app\n"));
+/// let (addr, handle) = (server.local_addr(), server.handle());
+/// let running = std::thread::spawn(move || server.run(handler));
+///
+/// let get = |target: &str| {
+///     let mut client = std::net::TcpStream::connect(addr).unwrap();
+///     write!(client, "GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+///     let mut answer = String::new();
+///     client.read_to_string(&mut answer).unwrap();
+///     answer
+/// };
+/// get("/");
+/// let page = get("/metrics");
+/// assert!(page.contains("Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n"));
+/// assert!(page.contains("\nneverblock_http_requests_total{method=\"GET\",status=\"2xx\"} 1\n"), "{page}");
+/// assert!(page.contains("\nneverblock_connections_accepted_total 2\n"), "{page}");
+///
+/// handle.shutdown();
+/// running.join().unwrap().unwrap();
+/// ```
+#[derive(Clone)]
+pub struct Metrics {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    counters: Counters,
+    server: OnceLock<ServerHandle>,
+}
+
+impl Default for Metrics {
+    fn default() -> Metrics {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// Metrics with every counter at zero.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Metrics;
+    ///
+    /// let metrics = Metrics::new();
+    /// assert!(metrics.page().contains("neverblock_http_response_body_bytes_total 0\n"));
+    /// ```
+    pub fn new() -> Metrics {
+        let shards = neverblock::runtime::available_threads();
+        Metrics { inner: Arc::new(Inner { counters: Counters::new(shards), server: OnceLock::new() }) }
+    }
+
+    /// Shows `server`'s connection counts on the page (the first server watched; later calls do
+    /// nothing).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Metrics, Server};
+    ///
+    /// let metrics = Metrics::new();
+    /// let server = Server::bind("127.0.0.1:0").unwrap();
+    /// metrics.watch(&server.handle());
+    /// assert!(metrics.page().contains("neverblock_connections_open 0\n"));
+    /// ```
+    pub fn watch(&self, server: &ServerHandle) {
+        let _ = self.inner.server.set(server.clone());
+    }
+
+    /// Counts `exchange`: its method and status, body bytes, duration, and the end of its file.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Exchange, Metrics, Server};
+    ///
+    /// let metrics = Metrics::new();
+    /// let counted = metrics.clone();
+    /// let server = Server::builder()
+    ///     .on_response(move |x: &Exchange<'_>| counted.record(x))
+    ///     .bind("127.0.0.1:0")
+    ///     .unwrap();
+    /// # drop(server);
+    /// ```
+    pub fn record(&self, exchange: &Exchange<'_>) {
+        let counters = &self.inner.counters;
+        counters.request(exchange.method(), exchange.status(), exchange.body_bytes(), exchange.duration());
+        if neverblock::current_task_id().is_some() && SENDING_FILE.with(|sending| sending.replace(false)) {
+            counters.downloads.fetch_sub(1, Relaxed);
+        }
+    }
+
+    /// A response hook that counts every exchange, for
+    /// [`ServerBuilder::on_response`](super::ServerBuilder::on_response).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Metrics, Server};
+    ///
+    /// let metrics = Metrics::new();
+    /// let server = Server::builder().on_response(metrics.hook()).bind("127.0.0.1:0").unwrap();
+    /// # drop(server);
+    /// ```
+    pub fn hook(&self) -> impl Fn(&Exchange<'_>) + Send + Sync + 'static {
+        let metrics = self.clone();
+        move |exchange: &Exchange<'_>| metrics.record(exchange)
+    }
+
+    /// A handler that answers `GET path` (and `HEAD`) with the page and passes every other request
+    /// to `inner`, counting the files its responses send while they are sent.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Metrics, StaticFiles};
+    ///
+    /// let metrics = Metrics::new();
+    /// let handler = metrics.serve("/metrics", StaticFiles::new(".").unwrap());
+    /// # drop(handler);
+    /// ```
+    pub fn serve<H: Handler>(&self, path: &str, inner: H) -> Instrumented<H> {
+        Instrumented { metrics: self.clone(), path: path.into(), inner }
+    }
+
+    /// The page: every metric in the text exposition format. Inside a runtime it includes each
+    /// event loop's fibers and run queue (a fiber started on each loop reads them).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Metrics;
+    ///
+    /// let page = Metrics::new().page();
+    /// assert!(page.contains("# TYPE neverblock_http_request_duration_seconds histogram\n"));
+    /// ```
+    pub fn page(&self) -> String {
+        let counters = &self.inner.counters;
+        let totals = counters.totals();
+        let loops = loop_states();
+        Page {
+            totals: &totals,
+            downloads: counters.downloads.load(Relaxed),
+            proxied_in_flight: counters.proxied_in_flight.load(Relaxed),
+            server: self.inner.server.get().map(ServerHandle::stats),
+            loops: &loops,
+        }
+        .render()
+    }
+
+    /// Counts a request sent to the upstream, in flight until the guard is dropped.
+    #[cfg(feature = "client")]
+    pub(crate) fn proxy_started(&self) -> ProxyInFlight {
+        self.inner.counters.proxied();
+        self.inner.counters.proxied_in_flight.fetch_add(1, Relaxed);
+        ProxyInFlight { metrics: self.clone() }
+    }
+
+    /// Counts an upstream failure: `refused`, `reset`, `timeout` or `other`.
+    #[cfg(feature = "client")]
+    pub(crate) fn upstream_error(&self, kind: &str) {
+        let index = UPSTREAM_ERRORS.iter().position(|k| *k == kind).unwrap_or(UPSTREAM_ERRORS.len() - 1);
+        self.inner.counters.upstream_error(index);
+    }
+}
+
+/// A proxied request in flight; counted out when dropped.
+#[cfg(feature = "client")]
+#[derive(Debug)]
+pub(crate) struct ProxyInFlight {
+    metrics: Metrics,
+}
+
+#[cfg(feature = "client")]
+impl Drop for ProxyInFlight {
+    fn drop(&mut self) {
+        self.metrics.inner.counters.proxied_in_flight.fetch_sub(1, Relaxed);
+    }
+}
+
+/// Each event loop's state, read on the loop itself by a fiber started there; none outside a task.
+fn loop_states() -> Vec<LoopState> {
+    if neverblock::current_task_id().is_none() {
+        return Vec::new();
+    }
+    let probes: Vec<_> = (0..neverblock::runtime::thread_count())
+        .map(|index| neverblock::runtime::spawn_on(index, neverblock::runtime::dump))
+        .collect();
+    probes.into_iter().filter_map(|probe| probe.join().ok().flatten().as_deref().and_then(parse_dump)).collect()
+}
+
+/// The handler [`Metrics::serve`] makes: the page at its path, the inner handler for the rest.
+///
+/// # Examples
+///
+/// ```
+/// use neverblock_http::server::{Instrumented, Metrics, Request, Response};
+///
+/// let app = |_: &mut Request<'_>| Response::new(204);
+/// let handler: Instrumented<_> = Metrics::new().serve("/metrics", app);
+/// # drop(handler);
+/// ```
+pub struct Instrumented<H> {
+    metrics: Metrics,
+    path: Box<str>,
+    inner: H,
+}
+
+impl<H: Handler> Handler for Instrumented<H> {
+    fn handle(&self, request: &mut Request<'_>) -> Response {
+        if request.path() == &*self.path {
+            return match request.method() {
+                "GET" | "HEAD" => Response::new(200)
+                    .header("Content-Type", CONTENT_TYPE)
+                    .header("Cache-Control", "no-store")
+                    .body(self.metrics.page()),
+                _ => error_response(405, "the metrics page is read with GET").header("Allow", "GET, HEAD"),
+            };
+        }
+        let response = self.inner.handle(request);
+        if matches!(response.body_ref(), Body::File { len, .. } if *len > 0) && request.method() != "HEAD" {
+            self.metrics.inner.counters.downloads.fetch_add(1, Relaxed);
+            SENDING_FILE.with(|sending| sending.set(true));
+        }
+        response
+    }
+}
+
+impl fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Metrics").field("watching", &self.inner.server.get().is_some()).finish_non_exhaustive()
+    }
+}
+
+impl<H> fmt::Debug for Instrumented<H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Instrumented").field("path", &self.path).finish_non_exhaustive()
+    }
+}

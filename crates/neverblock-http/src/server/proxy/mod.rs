@@ -1,0 +1,323 @@
+//! The reverse proxy: a handler that sends each request on to an upstream server through the
+//! library's own client and its keep-alive pool, and streams the answer back.
+//!
+//! Bodies stream both ways without being held whole (`upstream.rs`): the request body is read from
+//! the client as the upstream takes it (sized, or chunked when the client sent it chunked), and the
+//! answer's body is read from the upstream as the client takes it, so a slow client slows only its
+//! own upstream connection. Header fields cross as `fields.rs` says. An upstream that refuses or
+//! resets the connection, or answers something that is not HTTP, gets the client a 502; one that
+//! does not answer in time a 504; each with a warning in the log.
+
+mod fields;
+mod upstream;
+
+use std::fmt;
+use std::io::{self, Read};
+use std::time::Duration;
+
+use url::Url;
+
+use super::metrics::{Metrics, ProxyInFlight};
+use super::request::Request;
+use super::respond::error_response;
+use super::response::{Body, Response};
+use super::Handler;
+use crate::client::{Client, Request as Outgoing};
+use crate::error::{Error, ErrorKind};
+use fields::Origin;
+use upstream::{Answer, AnswerBody, Failed};
+
+/// A [`Handler`] that answers every request with what an upstream server answers it.
+///
+/// The request goes to the upstream's origin with its target unchanged (after the upstream URL's
+/// own path, when it has one), its method, its end-to-end fields and its body; the upstream's
+/// `Host` is its own, and the client's goes in `X-Forwarded-Host`. Hop-by-hop fields (RFC 9110
+/// §7.6.1: `Connection` and the fields it names, `Keep-Alive`, `TE`, `Transfer-Encoding`,
+/// `Upgrade`, `Proxy-Connection`, and `Proxy-Authenticate`, `Proxy-Authorization` and `Trailer`
+/// as Go's and nginx's proxies treat them) stay on their hop both ways; `Forwarded` and
+/// `X-Forwarded-For` gain the client's address, and `X-Forwarded-Proto` and `Via` are set. The
+/// answer's status, fields and body come back as they are. Bodies stream both ways, never held
+/// whole (nginx's `proxy_buffering off` and `proxy_request_buffering off`): a download holds its
+/// upstream connection until the client has it all. A short answer of known length (up to 64 KiB)
+/// is read first and goes out in one write with its head.
+///
+/// Connections to the upstream are kept alive in the client's pool (up to 1024 at once by
+/// default). An upstream that refuses the connection, resets it, closes it before answering, or
+/// answers with something that is not HTTP/1.x gets the client a 502; one that takes longer than
+/// the [timeout](Proxy::timeout) to accept the connection or to send the next part of its answer
+/// a 504; each is logged as a warning. A body that fails midway cuts the client's response short
+/// (its connection closes), with a warning too. Give it [metrics](Proxy::metrics) to count
+/// requests in flight and upstream failures.
+///
+/// Wrap it in an [`XSendfile`](super::XSendfile) to honour the upstream's `X-Sendfile` and
+/// `X-Accel-Redirect` answers.
+///
+/// # Examples
+///
+/// ```no_run
+/// use neverblock_http::server::{Proxy, Server};
+///
+/// // Everything on port 8080 goes to the application on port 3000.
+/// let proxy = Proxy::new("http://127.0.0.1:3000").unwrap();
+/// Server::builder().shutdown_on_signals().bind("127.0.0.1:8080").unwrap().run(proxy).unwrap();
+/// ```
+pub struct Proxy {
+    /// The upstream's origin and path prefix, without a trailing slash.
+    base: String,
+    timeout: Duration,
+    connections: usize,
+    client: Client,
+    metrics: Option<Metrics>,
+}
+
+impl Proxy {
+    /// A proxy to `upstream`, an `http://` (or `https://`) URL: its origin, and optionally a path
+    /// that every request's target is put after.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidUrl`] if `upstream` is not such a URL (or has a query).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Proxy;
+    /// use neverblock_http::ErrorKind;
+    ///
+    /// let proxy = Proxy::new("http://127.0.0.1:3000").unwrap();
+    /// assert_eq!(proxy.upstream(), "http://127.0.0.1:3000");
+    /// assert_eq!(Proxy::new("ftp://127.0.0.1/").unwrap_err().kind(), ErrorKind::InvalidUrl);
+    /// ```
+    pub fn new(upstream: &str) -> Result<Proxy, Error> {
+        let url = crate::client::parse(upstream)?;
+        if url.query().is_some() || url.fragment().is_some() {
+            return Err(Error::new(ErrorKind::InvalidUrl, format!("{upstream}: an upstream URL has no query")));
+        }
+        let base = base(&url);
+        let (timeout, connections) = (Duration::from_secs(60), 1024);
+        Ok(Proxy { base, timeout, connections, client: client(timeout, connections)?, metrics: None })
+    }
+
+    /// How long the upstream may take to accept a connection, and then each time to send the next
+    /// part of its answer, before the client gets a 504 (default 60 s, as nginx's
+    /// `proxy_read_timeout`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use neverblock_http::server::Proxy;
+    ///
+    /// let proxy = Proxy::new("http://127.0.0.1:3000").unwrap().timeout(Duration::from_secs(5));
+    /// # drop(proxy);
+    /// ```
+    pub fn timeout(mut self, timeout: Duration) -> Proxy {
+        self.timeout = timeout;
+        self.rebuild()
+    }
+
+    /// At most `n` connections to the upstream at once, busy or idle (default 1024); more requests
+    /// wait their turn.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Proxy;
+    ///
+    /// let proxy = Proxy::new("http://127.0.0.1:3000").unwrap().max_connections(128);
+    /// # drop(proxy);
+    /// ```
+    pub fn max_connections(mut self, n: usize) -> Proxy {
+        self.connections = n.max(1);
+        self.rebuild()
+    }
+
+    /// Counts requests in flight and upstream failures in `metrics`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Metrics, Proxy};
+    ///
+    /// let metrics = Metrics::new();
+    /// let proxy = Proxy::new("http://127.0.0.1:3000").unwrap().metrics(&metrics);
+    /// # drop(proxy);
+    /// ```
+    pub fn metrics(mut self, metrics: &Metrics) -> Proxy {
+        self.metrics = Some(metrics.clone());
+        self
+    }
+
+    /// The upstream's URL, as requests are sent to it (without a trailing slash).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Proxy;
+    ///
+    /// assert_eq!(Proxy::new("http://127.0.0.1:3000/app/").unwrap().upstream(), "http://127.0.0.1:3000/app");
+    /// ```
+    pub fn upstream(&self) -> &str {
+        &self.base
+    }
+
+    fn rebuild(mut self) -> Proxy {
+        // Settings that built a client once build it again: only the roots could fail, and there are none.
+        self.client = client(self.timeout, self.connections).expect("the client's settings are valid");
+        self
+    }
+
+    /// The upstream's answer to `request`, or why there is none.
+    fn forward(&self, request: &mut Request<'_>) -> Result<Answer, Failed> {
+        let target = match request.query() {
+            Some(query) => format!("{}{}?{query}", self.base, origin_path(request.path())),
+            None => format!("{}{}", self.base, origin_path(request.path())),
+        };
+        let from = Origin { peer: request.peer_addr(), host: request.header("host") };
+        let sent: Vec<(&str, &[u8])> = request.headers().collect();
+        let (fields, dropped) = fields::upstream_request(&sent, from);
+        if !dropped.is_empty() {
+            log::debug!("{}: fields that are not UTF-8 were not forwarded: {dropped:?}", request.peer_addr());
+        }
+        let outgoing = fields.into_iter().fold(Outgoing::new(request.method(), target), |o, (n, v)| o.header(n, v));
+        let len = request.content_length();
+        upstream::exchange(&self.client, &outgoing, request.body(), len)
+    }
+
+    /// The client's response for the upstream's `answer`.
+    fn respond(&self, request: &Request<'_>, answer: Answer, in_flight: Option<ProxyInFlight>) -> Response {
+        let head_request = request.method() == "HEAD";
+        let mut response = Response::new(answer.status);
+        let got: Vec<(&str, &[u8])> = answer.fields.iter().map(|(n, v)| (n.as_str(), v.as_slice())).collect();
+        for (name, value) in fields::downstream_response(&got, head_request) {
+            response.append_header(name, value);
+        }
+        if head_request || matches!(answer.status, 204 | 304) {
+            return response;
+        }
+        let (stream, len) = match answer.body {
+            // A short body goes out in one write with the head; its request is done with the upstream.
+            AnswerBody::Read(bytes) => return response.body(bytes),
+            AnswerBody::Stream { reader, len } => (reader, len),
+        };
+        let body = UpstreamBody {
+            stream,
+            metrics: self.metrics.clone(),
+            what: format!("{} {} {}", request.peer_addr(), request.method(), request.target()),
+            sent: 0,
+            _in_flight: in_flight,
+        };
+        response.body(Body::Reader { reader: Box::new(body), len })
+    }
+
+    /// The client's response when the upstream gave none: 502 or 504, logged.
+    fn failed(&self, request: &Request<'_>, error: &Error) -> Response {
+        let kind = upstream_error_kind(error.kind());
+        if let Some(metrics) = &self.metrics {
+            metrics.upstream_error(kind);
+        }
+        let (status, why) = match kind {
+            "timeout" => (504, "the upstream did not answer in time"),
+            _ => (502, "the upstream did not answer"),
+        };
+        log::warn!(
+            "{} {} {}: the upstream {} failed ({error}); answering {status}",
+            request.peer_addr(),
+            request.method(),
+            request.target(),
+            self.base
+        );
+        error_response(status, why)
+    }
+}
+
+impl Handler for Proxy {
+    fn handle(&self, request: &mut Request<'_>) -> Response {
+        let in_flight = self.metrics.as_ref().map(Metrics::proxy_started);
+        match self.forward(request) {
+            Ok(answer) if answer.status >= 200 => self.respond(request, answer, in_flight),
+            Ok(answer) => {
+                let error = Error::new(ErrorKind::Malformed, format!("status {} switches protocols", answer.status));
+                self.failed(request, &error)
+            }
+            Err(Failed::Upstream(error)) => self.failed(request, &error),
+            // The server answers a request body it could not read with its own status.
+            Err(Failed::Client) => error_response(400, "the request body could not be read"),
+        }
+    }
+}
+
+/// The upstream's response body as the server sends it on: a failure midway is logged and
+/// counted, and the request stays in flight until the body is done with.
+struct UpstreamBody {
+    stream: Box<dyn Read>,
+    metrics: Option<Metrics>,
+    /// The request, for the log.
+    what: String,
+    sent: u64,
+    _in_flight: Option<ProxyInFlight>,
+}
+
+impl Read for UpstreamBody {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self.stream.read(buf) {
+            Ok(n) => {
+                self.sent += n as u64;
+                Ok(n)
+            }
+            Err(e) => {
+                let kind = match e.kind() {
+                    io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => "timeout",
+                    _ => "reset",
+                };
+                if let Some(metrics) = &self.metrics {
+                    metrics.upstream_error(kind);
+                }
+                log::warn!(
+                    "{}: the upstream's body failed after {} bytes ({e}); the response is cut short",
+                    self.what,
+                    self.sent
+                );
+                Err(e)
+            }
+        }
+    }
+}
+
+/// What the metrics call a failure of `kind`.
+fn upstream_error_kind(kind: ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::Refused => "refused",
+        ErrorKind::Reset | ErrorKind::Truncated => "reset",
+        ErrorKind::ConnectTimeout | ErrorKind::ReadTimeout | ErrorKind::TotalTimeout => "timeout",
+        _ => "other",
+    }
+}
+
+/// A request path as an origin-form path: `/` for the empty path of an absolute URL without one.
+fn origin_path(path: &str) -> &str {
+    if path.is_empty() {
+        "/"
+    } else {
+        path
+    }
+}
+
+/// The upstream URL's origin and path, without a trailing slash.
+fn base(url: &Url) -> String {
+    url.as_str().trim_end_matches('/').to_owned()
+}
+
+fn client(timeout: Duration, connections: usize) -> Result<Client, Error> {
+    Client::builder().connect_timeout(timeout).read_timeout(timeout).max_connections_per_host(connections).build()
+}
+
+impl fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Proxy")
+            .field("upstream", &self.base)
+            .field("timeout", &self.timeout)
+            .field("connections", &self.connections)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,80 @@
+//! One exchange with the upstream through the client: the request with the client's body streamed
+//! as it is read, and the answer's head with its body still on the upstream connection (or, when
+//! short, read already, to go out in one write with the head).
+
+use std::io::{self, Read};
+
+use crate::client::{Client, Request as Outgoing};
+use crate::error::Error;
+
+/// An answer body of a known length up to this is read before the answer is passed on, so that it
+/// goes to the client in one write with the head.
+const SHORT: u64 = 64 * 1024;
+
+/// The upstream's answer: its status, fields and body.
+pub(super) struct Answer {
+    pub(super) status: u16,
+    pub(super) fields: Vec<(String, Vec<u8>)>,
+    pub(super) body: AnswerBody,
+}
+
+/// An answer's body.
+pub(super) enum AnswerBody {
+    /// Short, and read whole: the upstream connection is back in the pool already.
+    Read(Vec<u8>),
+    /// Still on the upstream connection: `len` bytes (when known), read as the client takes them;
+    /// the connection goes back to the pool when the body ends.
+    Stream { reader: Box<dyn Read>, len: Option<u64> },
+}
+
+/// Why a request got no answer from the upstream.
+pub(super) enum Failed {
+    /// Reading the client's request body failed (the server answers that itself).
+    Client,
+    /// The upstream failed.
+    Upstream(Error),
+}
+
+/// Sends `outgoing` with `body` (`len` bytes, or of unknown length: sent chunked) and returns the
+/// answer once its head has arrived. The request body is read from the client as the upstream
+/// takes it, never whole.
+pub(super) fn exchange(
+    client: &Client,
+    outgoing: &Outgoing,
+    body: &mut dyn Read,
+    len: Option<u64>,
+) -> Result<Answer, Failed> {
+    let sent = match len {
+        Some(0) => client.send(outgoing),
+        len => {
+            let mut tracked = Tracked { inner: body, failed: false };
+            let sent = client.send_body(outgoing, &mut tracked, len);
+            if sent.is_err() && tracked.failed {
+                return Err(Failed::Client);
+            }
+            sent
+        }
+    };
+    let stream = sent.map_err(Failed::Upstream)?;
+    let (status, fields) = (stream.status(), stream.headers().map(|(n, v)| (n.to_owned(), v.to_vec())).collect());
+    let body = match stream.content_length() {
+        Some(len) if len <= SHORT => AnswerBody::Read(stream.into_response().map_err(Failed::Upstream)?.into_body()),
+        len => AnswerBody::Stream { reader: Box::new(stream), len },
+    };
+    Ok(Answer { status, fields, body })
+}
+
+/// The client's request body, noting whether reading it failed (the client's fault, not the
+/// upstream's).
+struct Tracked<'a> {
+    inner: &'a mut dyn Read,
+    failed: bool,
+}
+
+impl Read for Tracked<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let read = self.inner.read(buf);
+        self.failed |= read.is_err();
+        read
+    }
+}
