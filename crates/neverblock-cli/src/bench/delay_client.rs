@@ -2,15 +2,14 @@
 //! that answers after D ms, by a blocking client, a thread per request, fibers,
 //! and the peers (Go goroutines, MRI threads, Python gevent).
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use clap::Args;
 use neverblock_http::{Client, Request};
 use serde_json::json;
 
+use super::servers::ServerChild;
 use super::{peers, report, Common, Row};
 use crate::load::{self, Load};
 
@@ -30,38 +29,18 @@ pub(crate) struct DelayClientArgs {
     common: Common,
 }
 
-/// A `delay-server` child process, killed on drop.
-struct Server {
-    child: Child,
-    url: String,
-}
-
-impl Server {
-    fn start(delay_ms: u64) -> anyhow::Result<Server> {
-        let mut child = Command::new(std::env::current_exe()?)
-            .args(["delay-server", "--port", "0", "--delay", &format!("{delay_ms}ms")])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("start delay-server")?;
-        let mut url = String::new();
-        BufReader::new(child.stdout.take().expect("piped")).read_line(&mut url)?;
-        anyhow::ensure!(url.starts_with("http://"), "delay-server did not print its URL");
-        Ok(Server { child, url: url.trim().to_owned() })
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// `neverblock delay-server` answering after `delay_ms`, on a free port.
+fn start_server(delay_ms: u64) -> anyhow::Result<ServerChild> {
+    let mut command = Command::new(std::env::current_exe()?);
+    command.args(["delay-server", "--port", "0", "--delay", &format!("{delay_ms}ms")]);
+    ServerChild::announced(&mut command, "delay-server")
 }
 
 pub(crate) fn run(args: DelayClientArgs) -> anyhow::Result<()> {
     let mut rows = Vec::new();
     for &delay in &args.delays {
-        let server = Server::start(delay)?;
+        let server = start_server(delay)?;
+        let url = server.url();
         let params = json!({"delay_ms": delay, "requests": args.requests});
         let row = |name: &str, ok: usize, errors: usize, seconds: f64| {
             let rate = ok as f64 / seconds;
@@ -76,7 +55,7 @@ pub(crate) fn run(args: DelayClientArgs) -> anyhow::Result<()> {
             row
         };
         let load = Load {
-            url: server.url.clone(),
+            url: url.clone(),
             requests: args.requests,
             concurrency: args.requests,
             keepalive: false,
@@ -90,16 +69,16 @@ pub(crate) fn run(args: DelayClientArgs) -> anyhow::Result<()> {
         load::run(load.clone())?;
         let fibers = load::run(load)?;
         rows.push(row("neverblock", fibers.ok(), fibers.failed(), fibers.elapsed.as_secs_f64()));
-        let (ok, errors, seconds, sampled) = blocking(&server.url, args.requests, delay, args.blocking_budget);
+        let (ok, errors, seconds, sampled) = blocking(&url, args.requests, delay, args.blocking_budget);
         let mut blocking_row = row("blocking", ok, errors, seconds);
         if sampled < args.requests {
             blocking_row = blocking_row.metric("note", format!("extrapolated from {sampled} sequential requests"));
         }
         rows.push(blocking_row);
-        let (ok, errors, seconds) = thread_per_request(&server.url, args.requests);
+        let (ok, errors, seconds) = thread_per_request(&url, args.requests);
         rows.push(row("os-threads", ok, errors, seconds));
         if args.common.peers {
-            for (name, ok, errors, seconds) in peers::delay_client(&server.url, args.requests) {
+            for (name, ok, errors, seconds) in peers::delay_client(&url, args.requests) {
                 rows.push(row(&name, ok, errors, seconds));
             }
         }

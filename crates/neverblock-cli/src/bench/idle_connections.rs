@@ -10,16 +10,17 @@
 //! `delay-server` (`--server-bin`), so a change can be measured against the
 //! build before it in one run.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
 use serde_json::json;
 
+use super::servers::ServerChild;
 use super::{peers, report, Common, Row};
 use crate::load::{self, Load};
 
@@ -40,46 +41,6 @@ pub(crate) struct IdleArgs {
     server_bin: Option<PathBuf>,
     #[command(flatten)]
     common: Common,
-}
-
-/// A server child process on a loopback port, killed on drop.
-struct Server {
-    child: Child,
-    url: String,
-}
-
-impl Server {
-    /// Starts `command`, which prints its URL as the first line of its standard output.
-    fn start(mut command: Command) -> anyhow::Result<Server> {
-        let mut child = command.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().context("start the server")?;
-        let mut url = String::new();
-        BufReader::new(child.stdout.take().expect("piped")).read_line(&mut url)?;
-        anyhow::ensure!(url.starts_with("http://"), "the server did not print its URL: {url:?}");
-        Ok(Server { child, url: url.trim().to_owned() })
-    }
-
-    /// The server process's resident memory, in bytes.
-    fn rss(&self) -> anyhow::Result<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))?;
-        let kib = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-            .context("VmRSS in the server's status")?;
-        Ok(kib * 1024)
-    }
-
-    /// Host and port, from the URL.
-    fn addr(&self) -> &str {
-        self.url.trim_start_matches("http://").trim_end_matches('/')
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 pub(crate) fn run(args: IdleArgs) -> anyhow::Result<()> {
@@ -115,10 +76,10 @@ fn delay_server(bin: &std::path::Path) -> Command {
 }
 
 /// The two rows of one server: active connections alone, then beside the idle ones.
-fn measure(name: &str, command: Command, args: &IdleArgs) -> anyhow::Result<Vec<Row>> {
-    let server = Server::start(command)?;
+fn measure(name: &str, mut command: Command, args: &IdleArgs) -> anyhow::Result<Vec<Row>> {
+    let server = ServerChild::announced(&mut command, name)?;
     let load = Load {
-        url: server.url.clone(),
+        url: server.url(),
         requests: args.requests,
         concurrency: args.active,
         keepalive: true,
@@ -131,7 +92,7 @@ fn measure(name: &str, command: Command, args: &IdleArgs) -> anyhow::Result<Vec<
     load::run(Load { requests: args.requests / 5, ..load.clone() })?;
     let alone = load::run(load.clone())?;
     let before = server.rss()?;
-    let idle = open_idle(server.addr(), args.idle)?;
+    let idle = open_idle(server.addr, args.idle)?;
     let after = server.rss()?;
     let beside = load::run(load)?;
     drop(idle);
@@ -149,7 +110,7 @@ fn measure(name: &str, command: Command, args: &IdleArgs) -> anyhow::Result<Vec<
 }
 
 /// Opens `count` keep-alive connections to `addr`, each answered once, then left silent.
-fn open_idle(addr: &str, count: usize) -> anyhow::Result<Vec<TcpStream>> {
+fn open_idle(addr: SocketAddr, count: usize) -> anyhow::Result<Vec<TcpStream>> {
     (0..count)
         .map(|i| {
             let mut conn = TcpStream::connect(addr).with_context(|| format!("idle connection {i}"))?;

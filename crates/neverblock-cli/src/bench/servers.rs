@@ -39,7 +39,7 @@ pub(crate) struct ServerChild {
 
 impl ServerChild {
     /// Starts `command`, whose first line on stdout holds its URL (`http://ADDR/`).
-    fn announced(command: &mut Command, name: &str) -> anyhow::Result<ServerChild> {
+    pub(crate) fn announced(command: &mut Command, name: &str) -> anyhow::Result<ServerChild> {
         let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -90,6 +90,22 @@ impl ServerChild {
             }
             neverblock::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// The server's URL, `http://ADDR/`.
+    pub(crate) fn url(&self) -> String {
+        format!("http://{}/", self.addr)
+    }
+
+    /// The server process's resident memory, in bytes.
+    pub(crate) fn rss(&self) -> anyhow::Result<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))?;
+        let kib = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+            .context("VmRSS in the server's status")?;
+        Ok(kib * 1024)
     }
 
     /// CPU time the server (its process and its direct children: nginx's workers) has used.
