@@ -4,7 +4,7 @@ file itself or answers X-Sendfile.
 
     python3 upstream_app.py --root DIR [--port 0] [--workers N] [--close]
 
-It prints `listening on PORT` once it listens. Without --workers each connection gets a thread
+It prints `listening on http://127.0.0.1:PORT/` once it listens. Without --workers each connection gets a thread
 (kept alive as long as the client likes); with --workers N, N threads each serve one connection at a
 time, like a pre-forked application's N workers; --close ends every connection after its response.
 
@@ -191,7 +191,7 @@ def main():
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", args.port))
     listener.listen(1024)
-    print(f"listening on {listener.getsockname()[1]}", flush=True)
+    print(f"listening on http://127.0.0.1:{listener.getsockname()[1]}/", flush=True)
 
     def worker():
         while True:

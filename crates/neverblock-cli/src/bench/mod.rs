@@ -2,6 +2,7 @@
 
 mod app_sleep;
 mod delay_client;
+mod downloads;
 mod fiber_chain;
 mod fiber_switch;
 mod http_hello;

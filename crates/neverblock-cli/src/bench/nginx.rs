@@ -4,7 +4,10 @@
 //! The configuration is the one a tuned deployment would use for the job: `worker_processes` as
 //! many as neverblock's loops, each with its own `reuseport` listener (as neverblock's loops
 //! have), `access_log off`, `sendfile on` with `tcp_nopush`, keep-alive for as many requests as a
-//! run sends; the hello answer is `return 200 "hello, world\n"` (13 bytes, `text/plain`).
+//! run sends; the hello answer is `return 200 "hello, world\n"` (13 bytes, `text/plain`). In front
+//! of an application: `proxy_pass` over kept-alive upstream connections (`keepalive 128`), answers
+//! streamed as they come (`proxy_buffering off`: each download holds its application worker, as
+//! through neverblock), X-Accel-Redirect to `/files/` served from an internal location.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -49,9 +52,22 @@ fn start_with(nginx: &str, content: Content<'_>, workers: usize) -> anyhow::Resu
 /// under `prefix`.
 fn config(prefix: &Path, addr: SocketAddr, content: Content<'_>, workers: usize) -> String {
     let prefix = prefix.display();
-    let location = match content {
-        Content::Hello => "location / { return 200 \"hello, world\\n\"; }".to_owned(),
-        Content::Files(dir) => format!("root {};", dir.display()),
+    let (upstream, location) = match content {
+        Content::Hello => (String::new(), "location / { return 200 \"hello, world\\n\"; }".to_owned()),
+        Content::Files(dir) => (String::new(), format!("root {};", dir.display())),
+        Content::Proxy { upstream, files } => (
+            format!("upstream app {{ server {upstream}; keepalive 128; }}"),
+            format!(
+                "location / {{
+            proxy_pass http://app;
+            proxy_http_version 1.1;
+            proxy_set_header Connection \"\";
+            proxy_buffering off;
+        }}
+        location /files/ {{ internal; alias {}/; }}",
+                files.display()
+            ),
+        ),
     };
     format!(
         "worker_processes {workers};
@@ -71,6 +87,7 @@ http {{
     fastcgi_temp_path {prefix}/fastcgi;
     uwsgi_temp_path {prefix}/uwsgi;
     scgi_temp_path {prefix}/scgi;
+    {upstream}
     server {{
         listen {addr} reuseport;
         {location}
@@ -93,5 +110,10 @@ mod tests {
         assert!(hello.contains(r#"return 200 "hello, world\n";"#), "{hello}");
         let files = config(Path::new("/tmp/p"), addr, Content::Files(Path::new("/srv/files")), 1);
         assert!(files.contains("root /srv/files;") && files.contains("sendfile on;"), "{files}");
+        let upstream: SocketAddr = "127.0.0.1:9000".parse().unwrap();
+        let proxy = config(Path::new("/tmp/p"), addr, Content::Proxy { upstream, files: Path::new("/srv/f") }, 1);
+        assert!(proxy.contains("upstream app { server 127.0.0.1:9000; keepalive 128; }"), "{proxy}");
+        assert!(proxy.contains("proxy_pass http://app;") && proxy.contains("proxy_buffering off;"), "{proxy}");
+        assert!(proxy.contains("location /files/ { internal; alias /srv/f/; }"), "{proxy}");
     }
 }

@@ -9,8 +9,8 @@ use std::time::Duration;
 use clap::Args;
 use serde_json::json;
 
-use super::xsendfile::{nginx, start, Process};
-use super::{report, Common, Row};
+use super::servers::{self, Content, ServerChild, TempDir};
+use super::{nginx, report, Common, Row};
 use crate::load::{self, Load};
 
 /// Options of `bench proxy-hello`.
@@ -34,34 +34,26 @@ pub(crate) struct ProxyHelloArgs {
 
 pub(crate) fn run(args: ProxyHelloArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.connections > 0 && args.requests > 0, "--connections and --requests must be positive");
-    let exe = std::env::current_exe()?;
-    let mut upstream = Command::new(&exe);
+    let mut upstream = Command::new(std::env::current_exe()?);
     upstream.args(["delay-server", "--port", "0", "--delay", "0ms", "--threads", "1"]);
-    let (_upstream, url) = start(upstream, "the delay server")?;
-    let url = url.trim().trim_end_matches('/').to_owned();
-    let port = url.rsplit(':').next().unwrap_or_default().to_owned();
-    let mut server = Command::new(&exe);
-    server.args(["serve", "--listen", "127.0.0.1:0", "--workers", &args.workers.to_string(), "--upstream", &url]);
-    let (_server, line) = start(server, "neverblock serve")?;
-    let ours =
-        line.split_whitespace().find(|w| w.starts_with("http://")).unwrap_or_default().trim_end_matches('/').to_owned();
-    let scratch =
-        super::xsendfile::Scratch(std::env::temp_dir().join(format!("neverblock-proxy-hello-{}", std::process::id())));
-    std::fs::create_dir_all(&scratch.0)?;
-    let nginx: Option<(Process, _, std::net::SocketAddr)> = match args.common.peers {
-        true => nginx::start(&scratch.0, &port, args.workers).transpose()?,
+    let upstream = ServerChild::announced(&mut upstream, "the delay server")?;
+    let files = TempDir::new("proxy-hello")?;
+    let content = Content::Proxy { upstream: upstream.addr, files: &files.0 };
+    let server = servers::neverblock(content, args.workers)?;
+    let nginx = match args.common.peers {
+        true => nginx::start(content, args.workers).transpose()?,
         false => None,
     };
-    let mut targets = vec![("neverblock", ours), ("upstream-alone", url.clone())];
-    if let Some((_, _, addr)) = &nginx {
-        targets.push(("nginx", format!("http://{addr}")));
+    let mut targets = vec![("neverblock", server.url()), ("upstream-alone", upstream.url())];
+    if let Some(nginx) = &nginx {
+        targets.push(("nginx", nginx.url()));
     }
     let params = json!({"connections": args.connections, "workers": args.workers, "requests": args.requests});
     let mut rates: Vec<Vec<f64>> = targets.iter().map(|_| Vec::new()).collect();
     for _ in 0..args.runs.max(1) {
         for ((_, target), rates) in targets.iter().zip(&mut rates) {
             let outcome = load::run(Load {
-                url: format!("{target}/"),
+                url: target.clone(),
                 requests: args.requests,
                 concurrency: args.connections,
                 keepalive: true,

@@ -1,12 +1,13 @@
-//! The servers the HTTP benchmarks measure, each a child process stopped on drop: neverblock's
-//! (`serve`, or the hello handler of `bench serve-hello`), nginx (a configuration written for the
-//! run), Go's net/http and may_minihttp (peers built from `peers/`); and where they run: which
-//! CPUs the server gets and which the load generator gets.
+//! The servers the benchmarks measure, each a child process stopped on drop: neverblock's
+//! (`serve`, `serve --upstream`, `delay-server`, or the hello handler of `bench serve-hello`),
+//! nginx (a configuration written for the run), Go's net/http, may_minihttp and the Python
+//! application behind the proxies (peers from `peers/`); and where they run: which CPUs the server
+//! gets and which the load generator gets.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -24,6 +25,10 @@ pub(crate) enum Content<'a> {
     Hello,
     /// The files under a directory.
     Files(&'a Path),
+    /// Everything from the application at `upstream`, a reverse proxy in front of it: its
+    /// X-Sendfile answers (neverblock) and X-Accel-Redirect ones under `/files/` (nginx) are sent
+    /// from `files`.
+    Proxy { upstream: SocketAddr, files: &'a Path },
 }
 
 /// A server under test, running; stopped (SIGTERM, then SIGKILL) when dropped.
@@ -33,6 +38,9 @@ pub(crate) struct ServerChild {
     pub(crate) addr: SocketAddr,
     /// Kept open: a server that prints more than its first line must not meet a closed pipe.
     _stdout: Option<ChildStdout>,
+    /// Kept open: a peer that watches its standard input ends when this process does, however it
+    /// ends.
+    _stdin: Option<ChildStdin>,
     /// Removed after the server stops (nginx's configuration and logs).
     _dir: Option<nginx::Prefix>,
 }
@@ -41,7 +49,7 @@ impl ServerChild {
     /// Starts `command`, whose first line on stdout holds its URL (`http://ADDR/`).
     pub(crate) fn announced(command: &mut Command, name: &str) -> anyhow::Result<ServerChild> {
         let mut child = command
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -55,7 +63,8 @@ impl ServerChild {
             .and_then(|rest| rest.split('/').next())
             .and_then(|addr| addr.parse().ok())
             .with_context(|| format!("{name} did not print its URL (it printed {line:?})"))?;
-        let server = ServerChild { child, addr, _stdout: Some(stdout.into_inner()), _dir: None };
+        let stdin = child.stdin.take();
+        let server = ServerChild { child, addr, _stdout: Some(stdout.into_inner()), _stdin: stdin, _dir: None };
         server.wait_listening(name)?;
         Ok(server)
     }
@@ -73,7 +82,7 @@ impl ServerChild {
             .stderr(Stdio::null())
             .spawn()
             .with_context(|| format!("start {name}"))?;
-        let server = ServerChild { child, addr, _stdout: None, _dir: dir };
+        let server = ServerChild { child, addr, _stdout: None, _stdin: None, _dir: dir };
         server.wait_listening(name)?;
         Ok(server)
     }
@@ -160,12 +169,16 @@ fn process_cpu_time(pid: u32) -> Duration {
     Duration::from_secs_f64(ticks as f64 / rustix::param::clock_ticks_per_second() as f64)
 }
 
-/// Starts neverblock's server: the hello handler, or `neverblock serve` over a directory.
+/// Starts neverblock's server: the hello handler, `neverblock serve` over a directory, or
+/// `neverblock serve --upstream` in front of an application.
 pub(crate) fn neverblock(content: Content<'_>, workers: usize) -> anyhow::Result<ServerChild> {
     let mut command = Command::new(std::env::current_exe()?);
     match content {
         Content::Hello => command.args(["bench", "serve-hello"]),
         Content::Files(dir) => command.arg("serve").arg(dir),
+        Content::Proxy { upstream, files } => {
+            command.args(["serve", "--upstream", &format!("http://{upstream}")]).arg("--x-sendfile-root").arg(files)
+        }
     };
     command.args(["--listen", "127.0.0.1:0", "--workers", &workers.to_string()]);
     ServerChild::announced(&mut command, "neverblock")
@@ -180,8 +193,12 @@ pub(crate) fn go(content: Content<'_>, workers: usize) -> Option<anyhow::Result<
     };
     let mut command = Command::new(binary);
     command.args(["-listen", "127.0.0.1:0"]).env("GOMAXPROCS", workers.to_string());
-    if let Content::Files(dir) = content {
-        command.arg("-dir").arg(dir);
+    match content {
+        Content::Hello => {}
+        Content::Files(dir) => {
+            command.arg("-dir").arg(dir);
+        }
+        Content::Proxy { .. } => return Some(Err(anyhow::anyhow!("Go's net/http peer is not a proxy"))),
     }
     Some(ServerChild::announced(&mut command, "go net/http"))
 }

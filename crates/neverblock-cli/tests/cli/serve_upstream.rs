@@ -27,7 +27,8 @@ impl App {
             .expect("start the Python application (python3 must be installed)");
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let port = line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("{line:?}")).to_owned();
+        let port = line.trim().strip_prefix("listening on http://127.0.0.1:").and_then(|p| p.strip_suffix('/'));
+        let port = port.unwrap_or_else(|| panic!("{line:?}")).to_owned();
         let stdin = child.stdin.take().unwrap();
         App { child, _stdin: stdin, url: format!("http://127.0.0.1:{port}") }
     }

@@ -36,7 +36,8 @@ impl Upstream {
             .expect("start python3 upstream_app.py (python3 must be installed)");
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let port = line.trim().strip_prefix("listening on ").and_then(|p| p.parse().ok());
+        let port =
+            line.trim().strip_prefix("listening on http://127.0.0.1:").and_then(|p| p.strip_suffix('/')?.parse().ok());
         let port = port.unwrap_or_else(|| panic!("the application says where it listens: {line:?}"));
         let stdin = child.stdin.take().unwrap();
         Upstream { child, _stdin: stdin, port }
