@@ -280,7 +280,8 @@ impl ServerBuilder {
     }
 
     /// Calls `hook` after each response, on the connection's fiber, with the request and what was
-    /// sent: the place for access logs and metrics. It should not block for long.
+    /// sent: the place for access logs and metrics. It should not block for long. A hook that
+    /// panics is logged as an error and loses that call only: the connection goes on.
     ///
     /// # Examples
     ///

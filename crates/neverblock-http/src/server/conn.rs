@@ -235,7 +235,7 @@ fn report(
             Received::Head(head) => (Some(head), None),
             Received::Line(line) => (None, line),
         };
-        hook(&Exchange {
+        let exchange = Exchange {
             head,
             line,
             message,
@@ -246,7 +246,20 @@ fn report(
             complete: sent.complete,
             started: started.time,
             duration: started.at.elapsed(),
-        });
+        };
+        // The response is out already: a hook that fails loses its own line or count, not the
+        // connection.
+        if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| hook(&exchange))) {
+            if neverblock::runtime::is_cancellation(&*payload) {
+                panic::resume_unwind(payload);
+            }
+            log::error!(
+                "the response hook panicked after {} {}: {}",
+                ends.peer,
+                response.status(),
+                panic_message(&*payload)
+            );
+        }
     }
 }
 

@@ -228,6 +228,21 @@ fn the_handler_sees_the_request_and_the_hook_sees_the_exchange() {
 }
 
 #[test]
+fn a_hook_that_panics_loses_its_call_but_not_the_connection() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
+    let builder = Server::builder().workers(1).on_response(move |x: &Exchange<'_>| {
+        counted.fetch_add(1, SeqCst);
+        assert_ne!(x.path(), "/boom", "the hook fails on this one");
+    });
+    let server = Running::with(builder, |request: &mut Request<'_>| Response::new(200).body(request.path().to_owned()));
+    let answer = server.send("GET /boom HTTP/1.1\r\nHost: x\r\n\r\nGET /after HTTP/1.1\r\nHost: x\r\n\r\n");
+    let texts: Vec<String> = replies(&answer).iter().map(|r| r.text()).collect();
+    assert_eq!(texts, ["/boom", "/after"], "both answered on the one connection: {answer}");
+    assert_eq!(calls.load(SeqCst), 2, "the hook ran for both");
+}
+
+#[test]
 fn requests_run_concurrently_on_one_loop() {
     // Each handler parks its fiber until all of them have arrived: they can only all finish if
     // they run at once, on the single loop.
