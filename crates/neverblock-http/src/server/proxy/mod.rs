@@ -64,6 +64,10 @@ use upstream::{Answer, AnswerBody, Failed};
 pub struct Proxy {
     /// The upstream's origin and path prefix, without a trailing slash.
     base: String,
+    /// The upstream's URL, parsed: each request's URL is made from it.
+    url: Url,
+    /// The upstream's path prefix, without a trailing slash (empty for none).
+    prefix: String,
     timeout: Duration,
     connections: usize,
     client: Client,
@@ -93,9 +97,10 @@ impl Proxy {
         if url.query().is_some() || url.fragment().is_some() {
             return Err(Error::new(ErrorKind::InvalidUrl, format!("{upstream}: an upstream URL has no query")));
         }
-        let base = base(&url);
+        let (base, prefix) = (base(&url), url.path().trim_end_matches('/').to_owned());
         let (timeout, connections) = (Duration::from_secs(60), 1024);
-        Ok(Proxy { base, timeout, connections, client: client(timeout, connections)?, metrics: None })
+        let client = client(timeout, connections)?;
+        Ok(Proxy { base, url, prefix, timeout, connections, client, metrics: None })
     }
 
     /// How long the upstream may take to accept a connection, and then each time to send the next
@@ -169,19 +174,24 @@ impl Proxy {
 
     /// The upstream's answer to `request`, or why there is none.
     fn forward(&self, request: &mut Request<'_>) -> Result<Answer, Failed> {
-        let target = match request.query() {
-            Some(query) => format!("{}{}?{query}", self.base, origin_path(request.path())),
-            None => format!("{}{}", self.base, origin_path(request.path())),
-        };
+        let target = self.target(request.path(), request.query());
         let from = Origin { peer: request.peer_addr(), host: request.header("host") };
         let sent: Vec<(&str, &[u8])> = request.headers().collect();
         let (fields, dropped) = fields::upstream_request(&sent, from);
         if !dropped.is_empty() {
             log::debug!("{}: fields that are not UTF-8 were not forwarded: {dropped:?}", request.peer_addr());
         }
-        let outgoing = fields.into_iter().fold(Outgoing::new(request.method(), target), |o, (n, v)| o.header(n, v));
+        let outgoing = fields.into_iter().fold(Outgoing::for_url(request.method(), target), |o, (n, v)| o.header(n, v));
         let len = request.content_length();
         upstream::exchange(&self.client, &outgoing, request.body(), len)
+    }
+
+    /// The upstream URL for a request's `path` and `query`: the path after the upstream's own.
+    fn target(&self, path: &str, query: Option<&str>) -> Url {
+        let mut url = self.url.clone();
+        url.set_path(&format!("{}{}", self.prefix, origin_path(path)));
+        url.set_query(query);
+        url
     }
 
     /// The client's response for the upstream's `answer`.
@@ -319,5 +329,29 @@ impl fmt::Debug for Proxy {
             .field("timeout", &self.timeout)
             .field("connections", &self.connections)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_goes_under_the_upstreams_path_as_a_url_parsed_whole_would() {
+        for upstream in ["http://127.0.0.1:3000", "http://127.0.0.1:3000/", "http://app.local:81/base/", "http://h/a/b"]
+        {
+            let proxy = Proxy::new(upstream).unwrap();
+            for (path, query) in [("/", None), ("/x/y", Some("q=1&r")), ("/a%20b/%2F", Some("")), ("/é ~", Some("v=ü"))]
+            {
+                let made = proxy.target(path, query);
+                let text = match query {
+                    Some(query) => format!("{}{path}?{query}", proxy.base),
+                    None => format!("{}{path}", proxy.base),
+                };
+                assert_eq!(made, Url::parse(&text).unwrap(), "{upstream} {path} {query:?}");
+            }
+        }
+        let proxy = Proxy::new("http://h:8/app/").unwrap();
+        assert_eq!(proxy.target("", Some("a")).as_str(), "http://h:8/app/?a", "an empty path is /");
     }
 }
