@@ -1,6 +1,7 @@
 //! UNSAFE (walks resume links): Ruby's `Fiber#raise` and `Fiber#kill`, an error
-//! or an unwind delivered at the switch a suspended fiber waits in, with MRI
-//! 3.3's rules for which fibers they reach.
+//! or an unwind delivered at the switch a suspended fiber waits in, with current
+//! MRI's rules for which fibers they reach (`kill` since 3.3; `raise` into the
+//! running fiber or a resuming one since 3.4, which refused both before).
 //!
 //! - `raise` into the running fiber returns the error at once (Ruby raises it
 //!   there); into a fiber that is resuming others, it goes to the last of them;

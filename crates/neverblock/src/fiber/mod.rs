@@ -35,7 +35,9 @@
 //!   waits in return [`FiberError::Raised`], continuing it as `resume` (it
 //!   yielded) or `transfer` (it transferred) would; [`Fiber::kill`] (Ruby 3.3's
 //!   `Fiber#kill`) unwinds it from there, running its destructors, and it
-//!   finishes as [`FiberError::Killed`]. Both follow MRI 3.3 (see `interrupt.rs`).
+//!   finishes as [`FiberError::Killed`]. Both follow current MRI: `kill` as since
+//!   3.3, `raise` into the running fiber or a resuming one as since 3.4 (see
+//!   `interrupt.rs`).
 //!
 //! **Invariant:** a fiber belongs to the thread that created it and runs only
 //! there: `Fiber` is `!Send` (checked at compile time), and so are the stacks.

@@ -1,8 +1,8 @@
-//! Ruby 3.3's `Fiber#kill` and the cases of `Fiber#raise` where MRI 3.3 changed
-//! 3.1's answer (the running fiber, a resuming one), after ruby/spec's
-//! `core/fiber/kill_spec.rb` and `raise_spec.rb`. The installed MRI is older
-//! than 3.3, so these are checked here only; the cases both versions share are in
-//! the live cross-check (`fiber_rules`).
+//! Ruby 3.3's `Fiber#kill` and the cases of `Fiber#raise` where MRI 3.4 changed
+//! the earlier answer (the running fiber, a resuming one: refused before), after
+//! ruby/spec's `core/fiber/kill_spec.rb` and `raise_spec.rb`. The installed MRI is
+//! older, so these are checked here only; the cases all versions share are in the
+//! live cross-check (`fiber_rules`).
 
 use std::cell::{Cell, RefCell};
 use std::panic::{self, AssertUnwindSafe};
@@ -146,7 +146,7 @@ fn raising_into_the_running_fiber_returns_the_error_there() {
         _ => 0,
     })
     .unwrap();
-    assert_eq!(f.resume(0).unwrap(), 4, "MRI 3.3 raises it in place (3.1 refused)");
+    assert_eq!(f.resume(0).unwrap(), 4, "MRI 3.4 raises it in place (earlier versions refused)");
 }
 
 #[test]
@@ -162,7 +162,7 @@ fn raising_into_a_resuming_fiber_reaches_the_last_fiber_it_resumed() {
     let held = inner.clone();
     let outer = Fiber::new(move |_: u8| held.resume(0).unwrap_or(99)).unwrap();
     assert_eq!(outer.transfer(0).unwrap(), 1);
-    assert_eq!(outer.raise("abcde").unwrap(), 5, "inner got it (MRI 3.1 refused: a resuming fiber)");
+    assert_eq!(outer.raise("abcde").unwrap(), 5, "inner got it (MRI before 3.4 refused: a resuming fiber)");
     // Both finish: inner returns to outer, which resumed it; outer, transferred to, to the root.
     assert_eq!(inner.transfer(0).unwrap(), 0);
     assert!(!inner.is_alive() && !outer.is_alive());
