@@ -1,79 +1,78 @@
-//! proxy_hello: a small answer through a reverse proxy, requests/s over 100 kept-alive
-//! connections: `neverblock serve --upstream` and nginx (`proxy_pass`, `keepalive 128`), one worker
-//! each, in front of the same upstream (the delay server answering at once, 2 bytes), and the
-//! upstream alone, from neverblock's load generator; rows are medians of alternating runs.
+//! proxy_hello: a small answer through a reverse proxy, requests/s over kept-alive connections:
+//! `neverblock serve --upstream` and nginx (`proxy_pass`, `keepalive 128`), each in front of its
+//! own delay server answering at once (2 bytes), and that upstream alone, as a baseline.
+//!
+//! Measured as `http-hello` measures servers (see [`side_by_side`]): a proxy and its upstream
+//! together are the server, started on the server's CPUs (with one worker: one CPU for both, the
+//! load generator on the other), their CPU time counted together; rounds alternate the servers and
+//! rows are medians over the calm ones.
 
 use std::process::Command;
-use std::time::Duration;
 
 use clap::Args;
 use serde_json::json;
 
 use super::servers::{self, Content, ServerChild, TempDir};
-use super::{nginx, report, Common, Row};
-use crate::load::{self, Load};
+use super::side_by_side::{self, Case, Contender, LoadArgs};
+use super::{nginx, report, Common};
 
 /// Options of `bench proxy-hello`.
 #[derive(Args, Debug)]
 pub(crate) struct ProxyHelloArgs {
-    /// Kept-alive client connections.
-    #[arg(short = 'c', long, default_value_t = 100)]
-    connections: usize,
-    /// Requests per run.
-    #[arg(short = 'n', long, default_value_t = 100_000)]
-    requests: usize,
-    /// The proxies' workers (neverblock's loops, nginx's processes).
+    /// The proxies' workers (neverblock's loops, nginx's processes), and the upstream's loops.
     #[arg(long, default_value_t = 1)]
     workers: usize,
-    /// Runs per server, alternating; rows give medians.
-    #[arg(long, default_value_t = 3)]
-    runs: usize,
+    #[command(flatten)]
+    load: LoadArgs,
     #[command(flatten)]
     common: Common,
 }
 
 pub(crate) fn run(args: ProxyHelloArgs) -> anyhow::Result<()> {
-    anyhow::ensure!(args.connections > 0 && args.requests > 0, "--connections and --requests must be positive");
-    let mut upstream = Command::new(std::env::current_exe()?);
-    upstream.args(["delay-server", "--port", "0", "--delay", "0ms", "--threads", "1"]);
-    let upstream = ServerChild::announced(&mut upstream, "the delay server")?;
+    anyhow::ensure!(args.workers > 0, "--workers must be at least 1");
+    // The proxies' X-Sendfile root: nothing is sent from it here.
     let files = TempDir::new("proxy-hello")?;
-    let content = Content::Proxy { upstream: upstream.addr, files: &files.0 };
-    let server = servers::neverblock(content, args.workers)?;
-    let nginx = match args.common.peers {
-        true => nginx::start(content, args.workers).transpose()?,
-        false => None,
+    let files = files.0.as_path();
+    let mut contenders = vec![
+        Contender {
+            name: "neverblock",
+            start: Box::new(|workers| {
+                Some(upstream(workers).and_then(|up| {
+                    let proxy = servers::neverblock(Content::Proxy { upstream: up.addr, files }, workers)?;
+                    Ok(proxy.in_front_of(up))
+                }))
+            }),
+        },
+        Contender { name: "upstream-alone", start: Box::new(|workers| Some(upstream(workers))) },
+    ];
+    if args.common.peers {
+        contenders.push(Contender {
+            name: "nginx",
+            start: Box::new(|workers| {
+                let up = match upstream(workers) {
+                    Ok(up) => up,
+                    Err(e) => return Some(Err(e)),
+                };
+                let proxy = nginx::start(Content::Proxy { upstream: up.addr, files }, workers)?;
+                Some(proxy.map(|proxy| proxy.in_front_of(up)))
+            }),
+        });
+    }
+    let case = Case {
+        bench: "proxy-hello",
+        path: "/",
+        expect_len: 2,
+        workers: args.workers,
+        params: json!({"workers": args.workers, "connections": args.load.connections}),
     };
-    let mut targets = vec![("neverblock", server.url()), ("upstream-alone", upstream.url())];
-    if let Some(nginx) = &nginx {
-        targets.push(("nginx", nginx.url()));
-    }
-    let params = json!({"connections": args.connections, "workers": args.workers, "requests": args.requests});
-    let mut rates: Vec<Vec<f64>> = targets.iter().map(|_| Vec::new()).collect();
-    for _ in 0..args.runs.max(1) {
-        for ((_, target), rates) in targets.iter().zip(&mut rates) {
-            let outcome = load::run(Load {
-                url: target.clone(),
-                requests: args.requests,
-                concurrency: args.connections,
-                keepalive: true,
-                threads: 1,
-                timeout: Duration::from_secs(10),
-                total_timeout: None,
-                progress: false,
-            })?;
-            anyhow::ensure!(outcome.failed() == 0, "{target}: {:?}", outcome.errors);
-            rates.push(outcome.rate());
-        }
-    }
-    let rows = targets
-        .iter()
-        .zip(rates)
-        .map(|((name, _), mut rates)| {
-            rates.sort_by(f64::total_cmp);
-            Row::new("proxy-hello", name, params.clone()).metric("requests_per_s", rates[rates.len() / 2].round())
-        })
-        .collect();
+    let rows = side_by_side::measure(&case, &contenders, &args.load);
     report::print(rows, "requests_per_s", args.common.json);
     Ok(())
+}
+
+/// The upstream: `neverblock delay-server` answering at once with `workers` loops.
+fn upstream(workers: usize) -> anyhow::Result<ServerChild> {
+    let mut command = Command::new(std::env::current_exe()?);
+    command.args(["delay-server", "--port", "0", "--delay", "0ms", "--threads", &workers.to_string()]);
+    ServerChild::announced(&mut command, "the delay server")
 }

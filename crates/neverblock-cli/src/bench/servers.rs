@@ -43,6 +43,9 @@ pub(crate) struct ServerChild {
     _stdin: Option<ChildStdin>,
     /// Removed after the server stops (nginx's configuration and logs).
     _dir: Option<nginx::Prefix>,
+    /// A server this one stands in front of (a proxy's application): measured with it, stopped
+    /// after it.
+    companion: Option<Box<ServerChild>>,
 }
 
 impl ServerChild {
@@ -64,7 +67,8 @@ impl ServerChild {
             .and_then(|addr| addr.parse().ok())
             .with_context(|| format!("{name} did not print its URL (it printed {line:?})"))?;
         let stdin = child.stdin.take();
-        let server = ServerChild { child, addr, _stdout: Some(stdout.into_inner()), _stdin: stdin, _dir: None };
+        let server =
+            ServerChild { child, addr, _stdout: Some(stdout.into_inner()), _stdin: stdin, _dir: None, companion: None };
         server.wait_listening(name)?;
         Ok(server)
     }
@@ -82,7 +86,7 @@ impl ServerChild {
             .stderr(Stdio::null())
             .spawn()
             .with_context(|| format!("start {name}"))?;
-        let server = ServerChild { child, addr, _stdout: None, _stdin: None, _dir: dir };
+        let server = ServerChild { child, addr, _stdout: None, _stdin: None, _dir: dir, companion: None };
         server.wait_listening(name)?;
         Ok(server)
     }
@@ -101,6 +105,13 @@ impl ServerChild {
         }
     }
 
+    /// This server with `behind` (the application it proxies to) as part of it: their CPU time
+    /// counts together, and `behind` stops after this one.
+    pub(crate) fn in_front_of(mut self, behind: ServerChild) -> ServerChild {
+        self.companion = Some(Box::new(behind));
+        self
+    }
+
     /// The server's URL, `http://ADDR/`.
     pub(crate) fn url(&self) -> String {
         format!("http://{}/", self.addr)
@@ -117,12 +128,14 @@ impl ServerChild {
         Ok(kib * 1024)
     }
 
-    /// CPU time the server (its process and its direct children: nginx's workers) has used.
+    /// CPU time the server (its process and its direct children: nginx's workers; and the server
+    /// it stands in front of) has used.
     pub(crate) fn cpu_time(&self) -> Duration {
         let pid = self.child.id();
         let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
         let pids = std::iter::once(pid).chain(children.split_whitespace().filter_map(|p| p.parse().ok()));
-        pids.map(process_cpu_time).sum()
+        let own: Duration = pids.map(process_cpu_time).sum();
+        own + self.companion.as_ref().map_or(Duration::ZERO, |behind| behind.cpu_time())
     }
 }
 

@@ -173,7 +173,7 @@ fn xsendfile_bench_prints_both_ways_with_every_download_right() {
 #[test]
 fn proxy_hello_bench_measures_the_proxy_beside_the_upstream_alone() {
     let out = Command::new(env!("CARGO_BIN_EXE_neverblock"))
-        .args(["bench", "proxy-hello", "-n", "2000", "-c", "10", "--runs", "1", "--json"])
+        .args(["bench", "proxy-hello", "-c", "10", "--duration", "300ms", "--warmup", "100ms", "--runs", "1", "--json"])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
