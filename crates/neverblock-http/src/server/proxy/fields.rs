@@ -28,9 +28,9 @@ const REQUEST_OWN: [&str; 3] = ["content-length", "expect", "host"];
 const FORWARDING: [&str; 4] = ["forwarded", "x-forwarded-for", "x-forwarded-proto", "x-forwarded-host"];
 
 /// The `Connection` field's options, in lower case: the names of more fields to drop.
-fn connection_options(fields: &[(&str, &[u8])]) -> Vec<String> {
+fn connection_options<'a>(fields: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> Vec<String> {
     fields
-        .iter()
+        .into_iter()
         .filter(|(name, _)| name.eq_ignore_ascii_case("connection"))
         .flat_map(|(_, value)| value.split(|&b| b == b','))
         .filter_map(|option| std::str::from_utf8(option).ok())
@@ -56,7 +56,7 @@ pub(super) struct Origin<'a> {
 /// text (a value that is not UTF-8 is left out, with its name returned in the second list), then
 /// the forwarding fields.
 pub(super) fn upstream_request(fields: &[(&str, &[u8])], from: Origin<'_>) -> (Vec<(String, String)>, Vec<String>) {
-    let options = connection_options(fields);
+    let options = connection_options(fields.iter().copied());
     let (mut out, mut dropped) = (Vec::new(), Vec::new());
     let (mut forwarded, mut forwarded_for) = (Vec::new(), Vec::new());
     for &(name, value) in fields {
@@ -117,16 +117,19 @@ fn quoted_if_needed(value: &str) -> String {
     }
 }
 
-/// The upstream response's fields to pass to the client: all but the hop-by-hop ones and its
-/// framing (`Content-Length` is kept for a HEAD, whose empty body it does not describe).
-pub(super) fn downstream_response(fields: &[(&str, &[u8])], head_request: bool) -> Vec<(String, String)> {
-    let options = connection_options(fields);
+/// The upstream response's fields to pass to the client, moved out of `fields`: all but the
+/// hop-by-hop ones and its framing (`Content-Length` is kept for a HEAD, whose empty body it does
+/// not describe), and any whose value is not UTF-8.
+pub(super) fn downstream_response(
+    fields: Vec<(String, Vec<u8>)>,
+    head_request: bool,
+) -> impl Iterator<Item = (String, String)> {
+    let options = connection_options(fields.iter().map(|(name, value)| (name.as_str(), value.as_slice())));
     fields
-        .iter()
-        .filter(|(name, _)| !is_hop_by_hop(name, &options))
-        .filter(|(name, _)| head_request || !name.eq_ignore_ascii_case("content-length"))
-        .filter_map(|&(name, value)| Some((name.to_owned(), std::str::from_utf8(value).ok()?.to_owned())))
-        .collect()
+        .into_iter()
+        .filter(move |(name, _)| !is_hop_by_hop(name, &options))
+        .filter(move |(name, _)| head_request || !name.eq_ignore_ascii_case("content-length"))
+        .filter_map(|(name, value)| Some((name, String::from_utf8(value).ok()?)))
 }
 
 #[cfg(test)]
@@ -201,10 +204,16 @@ mod tests {
             ("Transfer-Encoding", b"chunked"),
             ("Set-Cookie", b"a=1"),
             ("Content-Type", b"text/plain"),
+            ("X-Odd", b"caf\xe9"),
         ];
-        assert_eq!(names(&downstream_response(&got, false)), ["Set-Cookie", "Content-Type"]);
+        let passed = |head_request| {
+            let owned = got.iter().map(|&(name, value)| (name.to_owned(), value.to_vec())).collect();
+            downstream_response(owned, head_request).collect::<Vec<_>>()
+        };
+        assert_eq!(names(&passed(false)), ["Set-Cookie", "Content-Type"], "X-Odd is not text");
+        assert_eq!(value(&passed(false), "content-type"), Some("text/plain"));
         assert_eq!(
-            names(&downstream_response(&got, true)),
+            names(&passed(true)),
             ["Content-Length", "Set-Cookie", "Content-Type"],
             "a HEAD keeps the length of what a GET would get"
         );

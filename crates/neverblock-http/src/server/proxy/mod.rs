@@ -198,8 +198,7 @@ impl Proxy {
     fn respond(&self, request: &Request<'_>, answer: Answer, in_flight: Option<ProxyInFlight>) -> Response {
         let head_request = request.method() == "HEAD";
         let mut response = Response::new(answer.status);
-        let got: Vec<(&str, &[u8])> = answer.fields.iter().map(|(n, v)| (n.as_str(), v.as_slice())).collect();
-        for (name, value) in fields::downstream_response(&got, head_request) {
+        for (name, value) in fields::downstream_response(answer.fields, head_request) {
             response.append_header(name, value);
         }
         if head_request || matches!(answer.status, 204 | 304) {
