@@ -228,6 +228,8 @@ impl Config {
 
     /// Cancels a query whose reply takes longer than `timeout` to start arriving
     /// (the socket's read timeout), as a neverblock `timeout` around the call does.
+    /// A pool's shared connections have none: their reader waits on the socket
+    /// while they are idle.
     ///
     /// # Examples
     ///

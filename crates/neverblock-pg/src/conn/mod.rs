@@ -94,6 +94,13 @@ pub struct Connection {
     broken: Option<String>,
 }
 
+/// A logged-in session's socket alone, for a pool's shared connection: its
+/// reader waits on the socket while the connection is idle, so it gets no read
+/// timeout (a query there is not cancelled by one either).
+pub(crate) fn open_framed(config: &Config) -> Result<Framed, Error> {
+    startup::open(config).map(|session| session.framed)
+}
+
 impl Connection {
     /// Connects and logs in.
     ///
@@ -490,15 +497,6 @@ impl Connection {
             b'E' => TransactionStatus::Failed,
             _ => TransactionStatus::Idle,
         };
-    }
-
-    /// Gives up this connection's socket (with what is buffered from it) to a
-    /// pool's shared connection; the session stays open.
-    pub(crate) fn into_framed(mut self) -> Result<Framed, Error> {
-        self.settle()?;
-        let framed = self.framed.take();
-        self.broken = Some("handed over to a shared pool connection".into());
-        Ok(framed)
     }
 
     /// Queues a `ROLLBACK` and sends it now if the socket takes it at once; its

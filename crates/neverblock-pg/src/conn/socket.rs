@@ -102,15 +102,6 @@ impl Framed {
         &self.socket
     }
 
-    /// A second reader of the same socket, taking over what is buffered.
-    pub(crate) fn take(&mut self) -> Framed {
-        Framed {
-            socket: self.socket.clone(),
-            input: std::mem::take(&mut self.input),
-            chunk: std::mem::take(&mut self.chunk),
-        }
-    }
-
     /// The next backend message, reading as needed.
     ///
     /// # Errors

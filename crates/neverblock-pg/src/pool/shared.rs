@@ -31,11 +31,11 @@ use postgres_protocol::message::frontend;
 
 use super::PoolBuilder;
 use crate::conn::socket::{Framed, Socket};
-use crate::conn::{affected, describe_columns, describe_params, encode_prepare, encode_query, Reply};
+use crate::conn::{affected, describe_columns, describe_params, encode_prepare, encode_query, open_framed, Reply};
 use crate::row::{Column, Row};
 use crate::statement::Statement;
 use crate::types::{ToSql, Type};
-use crate::{Config, Connection, DbError, Error};
+use crate::{Config, DbError, Error};
 
 pub(super) struct Shared {
     config: Config,
@@ -239,7 +239,7 @@ impl Shared {
         }
         self.opening.set(self.opening.get() + 1);
         let opening = Opening(self);
-        let framed = Connection::connect(&self.config).and_then(Connection::into_framed)?;
+        let framed = open_framed(&self.config)?;
         let conn = Rc::new(Conn {
             socket: framed.socket().clone(),
             out: RefCell::new(BytesMut::with_capacity(8192)),

@@ -32,6 +32,17 @@ fn many_fibers_share_a_few_connections_and_each_gets_its_own_answer() {
 }
 
 #[test]
+fn a_read_timeout_does_not_close_an_idle_shared_connection() {
+    run(|| {
+        let pool = Pool::builder(config().read_timeout(Duration::from_millis(100))).max_size(1).shared(1).build();
+        let pid = |pool: &Pool| pool.query_one("select pg_backend_pid()", &[]).unwrap().get::<i32>(0);
+        let before = pid(&pool);
+        neverblock::sleep(Duration::from_millis(400));
+        assert_eq!(pid(&pool), before, "the same session after four read timeouts' worth of quiet");
+    });
+}
+
+#[test]
 fn a_long_query_does_not_hold_the_short_ones() {
     run(|| {
         let pool = Pool::builder(config()).max_size(2).shared(2).stall_after(Duration::from_millis(10)).build();
