@@ -5,6 +5,7 @@
 use clap::Args;
 use serde_json::json;
 
+use super::downloads;
 use super::http_hello::HELLO;
 use super::servers::{self, Content, TempDir};
 use super::side_by_side::{self, Case, Contender, LoadArgs};
@@ -25,9 +26,7 @@ pub(crate) struct StaticArgs {
 
 /// The files served: name and contents.
 fn files() -> [(&'static str, Vec<u8>); 2] {
-    // Bytes that differ along the file, so a misplaced piece would not pass for the right one.
-    let large = (0..1u32 << 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
-    [("hello.txt", HELLO.as_bytes().to_vec()), ("1mib.bin", large)]
+    [("hello.txt", HELLO.as_bytes().to_vec()), ("1mib.bin", downloads::contents(1 << 20))]
 }
 
 pub(crate) fn run(args: StaticArgs) -> anyhow::Result<()> {
