@@ -12,6 +12,14 @@ use postgres_protocol::message::backend::DataRowBody;
 use crate::types::{Format, FromSql, Type};
 use crate::Error;
 
+/// The one row of `rows`; [`Error::RowCount`] for none or several.
+pub(crate) fn exactly_one(mut rows: Vec<Row>) -> Result<Row, Error> {
+    match rows.len() {
+        1 => Ok(rows.remove(0)),
+        n => Err(Error::RowCount(n)),
+    }
+}
+
 /// A result column: its name, type, and the format its values arrive in.
 ///
 /// # Examples

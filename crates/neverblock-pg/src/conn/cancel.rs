@@ -1,15 +1,15 @@
 //! Cancel requests: the backend's key, sent on a fresh socket, as libpq's
 //! `PQcancel` does; and what a connection does when a query times out.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
+use neverblock::sync::WaitGroup;
 use postgres_protocol::message::frontend;
 
 use super::socket::Socket;
-use super::{CancelInFlight, Connection};
+use super::Connection;
 use crate::config::Host;
 use crate::Error;
 
@@ -93,18 +93,18 @@ impl Connection {
     /// Sends a cancel request for the query this connection awaits: from a new
     /// fiber inside a runtime (the caller's `timeout` has expired, so it may not
     /// wait), else right here. The next call waits for it before sending anything.
-    pub(super) fn start_cancel(&self) -> Option<Arc<CancelInFlight>> {
+    pub(super) fn start_cancel(&self) -> Option<Arc<WaitGroup>> {
         let token = self.cancel_token()?;
-        let in_flight = Arc::new(CancelInFlight::default());
-        let done = in_flight.clone();
+        let in_flight = Arc::new(WaitGroup::new());
+        in_flight.add(1);
+        let landed = in_flight.clone();
         let send = move || {
             match neverblock::timeout(CANCEL_DEADLINE, || token.cancel_query()) {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => log::warn!("postgres cancel request failed: {e}"),
                 Err(_) => log::warn!("postgres cancel request took over {CANCEL_DEADLINE:?}; given up"),
             }
-            done.done.store(true, Ordering::Release);
-            done.notify.notify_one();
+            landed.done();
         };
         // Outside a runtime nothing has expired: send it here.
         if neverblock::current_task_id().is_some() {

@@ -13,19 +13,19 @@ mod startup;
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bytes::BytesMut;
+use neverblock::sync::WaitGroup;
 use postgres_protocol::message::backend::{ErrorFields, Message};
 use postgres_protocol::message::frontend;
 
 pub(crate) use cancel::CancelKey;
 pub use cancel::CancelToken;
-pub(crate) use query::{affected, describe_columns, describe_params, encode_prepare, encode_query, Reply};
+pub(crate) use query::{affected, defer_error, describe_columns, describe_params, encode_prepare, encode_query, Reply};
 
 use crate::config::Host;
-use crate::row::{Row, SimpleRow};
+use crate::row::{exactly_one, Row, SimpleRow};
 use crate::statement::{self, Statement};
 use crate::types::ToSql;
 use crate::{Config, DbError, Error, Pipeline, Transaction};
@@ -50,13 +50,6 @@ pub enum TransactionStatus {
     InTransaction,
     /// In a failed transaction block: only `ROLLBACK` is accepted.
     Failed,
-}
-
-/// A cancel request on its way to the server: set when the server has it.
-#[derive(Debug, Default)]
-pub(crate) struct CancelInFlight {
-    done: AtomicBool,
-    notify: neverblock::sync::Notify,
 }
 
 /// A connection to PostgreSQL. Calls park the calling fiber while the server
@@ -89,7 +82,7 @@ pub struct Connection {
     owed: usize,
     /// A cancel request sent after a timeout: the next call waits until the
     /// server has it, so it cannot cancel a later query.
-    cancel: Option<Arc<CancelInFlight>>,
+    cancel: Option<Arc<WaitGroup>>,
     /// Why the connection can no longer be used.
     broken: Option<String>,
 }
@@ -177,11 +170,7 @@ impl Connection {
     /// # });
     /// ```
     pub fn query_one(&mut self, sql: &str, params: &[&dyn ToSql]) -> Result<Row, Error> {
-        let mut rows = self.query(sql, params)?;
-        match rows.len() {
-            1 => Ok(rows.remove(0)),
-            n => Err(Error::RowCount(n)),
-        }
+        exactly_one(self.query(sql, params)?)
     }
 
     /// Like [`query`](Connection::query), for a query that returns at most one row.
@@ -432,9 +421,7 @@ impl Connection {
             self.flush()?;
         }
         if let Some(cancel) = &self.cancel {
-            while !cancel.done.load(Ordering::Acquire) {
-                cancel.notify.notified().map_err(|_| Error::Timeout)?;
-            }
+            cancel.wait().map_err(|_| Error::Timeout)?;
             self.cancel = None;
         }
         while self.owed > 0 {

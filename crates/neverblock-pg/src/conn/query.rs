@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use bytes::BytesMut;
 use fallible_iterator::FallibleIterator;
-use postgres_protocol::message::backend::{Message, ParameterDescriptionBody, RowDescriptionBody};
+use postgres_protocol::message::backend::{ErrorResponseBody, Message, ParameterDescriptionBody, RowDescriptionBody};
 use postgres_protocol::message::frontend::{self, BindError};
 
 use super::Connection;
@@ -19,6 +19,22 @@ use crate::{DbError, Error};
 pub(crate) struct Reply {
     pub(crate) rows: Vec<Row>,
     pub(crate) affected: u64,
+}
+
+/// Keeps a server error until its request's `ReadyForQuery` arrives; a fatal one
+/// (the session is ending, nothing more will come) is returned at once.
+pub(crate) fn defer_error(body: &ErrorResponseBody, error: &mut Option<DbError>) -> Result<(), Error> {
+    let db = DbError::parse(body.fields());
+    if db.is_fatal() {
+        return Err(Error::Db(Box::new(db)));
+    }
+    *error = Some(db);
+    Ok(())
+}
+
+/// A reply's outcome at its `ReadyForQuery`: the server error it carried, else `ok`.
+fn finish<T>(error: Option<DbError>, ok: T) -> Result<T, Error> {
+    error.map_or(Ok(ok), |db| Err(Error::Db(Box::new(db))))
 }
 
 /// Appends Bind + Execute + Sync for `stmt` with `params` to `out`; on an error
@@ -193,15 +209,9 @@ impl Connection {
                 Message::CommandComplete(body) => reply.affected = body.tag().map(affected).unwrap_or(0),
                 Message::ReadyForQuery(body) => {
                     self.ready(body.status());
-                    return error.map_or(Ok(reply), |db| Err(Error::Db(Box::new(db))));
+                    return finish(error, reply);
                 }
-                Message::ErrorResponse(body) => {
-                    let db = DbError::parse(body.fields());
-                    if db.is_fatal() {
-                        return Err(Error::Db(Box::new(db)));
-                    }
-                    error = Some(db);
-                }
+                Message::ErrorResponse(body) => defer_error(&body, &mut error)?,
                 Message::ParseComplete
                 | Message::BindComplete
                 | Message::CloseComplete
@@ -227,18 +237,9 @@ impl Connection {
                 Message::RowDescription(body) => columns = describe_columns(&body)?,
                 Message::ReadyForQuery(body) => {
                     self.ready(body.status());
-                    return match error {
-                        Some(db) => Err(Error::Db(Box::new(db))),
-                        None => Ok(Statement::new(name, params, columns)),
-                    };
+                    return finish(error, ()).map(|()| Statement::new(name, params, columns));
                 }
-                Message::ErrorResponse(body) => {
-                    let db = DbError::parse(body.fields());
-                    if db.is_fatal() {
-                        return Err(Error::Db(Box::new(db)));
-                    }
-                    error = Some(db);
-                }
+                Message::ErrorResponse(body) => defer_error(&body, &mut error)?,
                 Message::ParseComplete | Message::NoData | Message::CloseComplete => {}
                 other if self.background(&other) => {}
                 _ => return Err(Error::protocol("unexpected message while preparing a statement")),
@@ -259,15 +260,9 @@ impl Connection {
                 Message::DataRow(body) => rows.push(SimpleRow::new(names.clone(), body)?),
                 Message::ReadyForQuery(body) => {
                     self.ready(body.status());
-                    return error.map_or(Ok(rows), |db| Err(Error::Db(Box::new(db))));
+                    return finish(error, rows);
                 }
-                Message::ErrorResponse(body) => {
-                    let db = DbError::parse(body.fields());
-                    if db.is_fatal() {
-                        return Err(Error::Db(Box::new(db)));
-                    }
-                    error = Some(db);
-                }
+                Message::ErrorResponse(body) => defer_error(&body, &mut error)?,
                 Message::CommandComplete(_) | Message::EmptyQueryResponse => {}
                 other if self.background(&other) => {}
                 _ => return Err(Error::protocol("unexpected message in a simple query's reply")),

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use neverblock::sync::Notify;
 
-use crate::row::Row;
+use crate::row::{exactly_one, Row};
 use crate::types::ToSql;
 use crate::{Config, Connection, Error};
 
@@ -369,11 +369,7 @@ impl Pool {
     /// # });
     /// ```
     pub fn query_one(&self, sql: &str, params: &[&dyn ToSql]) -> Result<Row, Error> {
-        let mut rows = self.query(sql, params)?;
-        match rows.len() {
-            1 => Ok(rows.remove(0)),
-            n => Err(Error::RowCount(n)),
-        }
+        exactly_one(self.query(sql, params)?)
     }
 
     /// Runs one statement and returns how many rows it affected (see [`query`](Pool::query)).

@@ -31,7 +31,9 @@ use postgres_protocol::message::frontend;
 
 use super::PoolBuilder;
 use crate::conn::socket::{Framed, Socket};
-use crate::conn::{affected, describe_columns, describe_params, encode_prepare, encode_query, open_framed, Reply};
+use crate::conn::{
+    affected, defer_error, describe_columns, describe_params, encode_prepare, encode_query, open_framed, Reply,
+};
 use crate::row::{Column, Row};
 use crate::statement::Statement;
 use crate::types::{ToSql, Type};
@@ -356,11 +358,9 @@ impl Conn {
                     Err(e) => return self.fail(e),
                 },
                 Message::ErrorResponse(body) => {
-                    let db = DbError::parse(body.fields());
-                    if db.is_fatal() {
-                        return self.fail(Error::Db(Box::new(db)));
+                    if let Err(fatal) = defer_error(&body, &mut error) {
+                        return self.fail(fatal);
                     }
-                    error = Some(db);
                 }
                 Message::ReadyForQuery(_) => {
                     let Some(slot) = self.pending.borrow_mut().pop_front() else {
