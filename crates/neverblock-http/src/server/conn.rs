@@ -40,7 +40,7 @@ struct Started {
 
 impl Started {
     /// Now, if the server has a response hook to tell it to: without one nobody reads the clocks'
-    /// answer, and two clock reads are a few percent of a short exchange's own work.
+    /// answer.
     fn now(lp: &Loop) -> Option<Started> {
         lp.config.hook.is_some().then(|| Started { at: Instant::now(), time: SystemTime::now() })
     }
@@ -117,10 +117,8 @@ fn exchange(lp: &Loop, conn: &mut BufferedConn<Socket>, head: &Head, message: &M
     let started = Started::now(lp);
     let config = &lp.config;
     let socket = conn.get_ref().clone();
-    let Ok(decoder) = Decoder::new(message.framing, &config.limits, "request") else {
-        // `check_request` refused bodies over the limit already.
-        return false;
-    };
+    let decoder = Decoder::new(message.framing, &config.limits, "request")
+        .expect("check_request refused bodies over this same limit");
     let mut state = BodyState::new(decoder, message.expect_continue);
     socket.set_read_budget(Budget::Floor(Floor::new(config.timeouts.body, config.timeouts.min_rate)));
     // The `100 Continue` a body's first read sends is bounded like a response.
@@ -132,12 +130,9 @@ fn exchange(lp: &Loop, conn: &mut BufferedConn<Socket>, head: &Head, message: &M
     } else {
         let body = RequestBody { conn: &mut *conn, state: &mut state };
         let mut request = Request { head, message, peer: ends.peer, local: ends.local, body };
-        match panic::catch_unwind(AssertUnwindSafe(|| config.handler.handle(&mut request))) {
+        match catch(|| config.handler.handle(&mut request)) {
             Ok(response) => response,
             Err(payload) => {
-                if neverblock::runtime::is_cancellation(&*payload) {
-                    panic::resume_unwind(payload);
-                }
                 let text = panic_message(&*payload);
                 log::error!("the handler panicked on {} {}: {text}; answering 500", head.method(), head.target());
                 close = true;
@@ -249,10 +244,7 @@ fn report(
         };
         // The response is out already: a hook that fails loses its own line or count, not the
         // connection.
-        if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| hook(&exchange))) {
-            if neverblock::runtime::is_cancellation(&*payload) {
-                panic::resume_unwind(payload);
-            }
+        if let Err(payload) = catch(|| hook(&exchange)) {
             log::error!(
                 "the response hook panicked after {} {}: {}",
                 ends.peer,
@@ -261,6 +253,17 @@ fn report(
             );
         }
     }
+}
+
+/// Runs `f`, catching a panic of the code it calls (a handler's, a hook's): its payload. The
+/// runtime's own unwinds (a cancelled task, a dropped fiber) go on, so the fiber still ends.
+pub(super) fn catch<T>(f: impl FnOnce() -> T) -> Result<T, Box<dyn Any + Send>> {
+    panic::catch_unwind(AssertUnwindSafe(f)).map_err(|payload| {
+        if neverblock::runtime::is_cancellation(&*payload) {
+            panic::resume_unwind(payload);
+        }
+        payload
+    })
 }
 
 /// The message of a panic raised with `panic!` (a `&str` or `String` payload), or a

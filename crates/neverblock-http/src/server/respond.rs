@@ -7,10 +7,9 @@
 
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
-use std::panic::{self, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
-use super::conn::panic_message;
+use super::conn::{catch, panic_message};
 use super::date;
 use super::response::{Body, Response};
 use super::socket::{Budget, Socket};
@@ -209,10 +208,7 @@ struct Guarded(Box<dyn Read>);
 
 impl Read for Guarded {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        panic::catch_unwind(AssertUnwindSafe(|| self.0.read(buf))).unwrap_or_else(|payload| {
-            if neverblock::runtime::is_cancellation(&*payload) {
-                panic::resume_unwind(payload);
-            }
+        catch(|| self.0.read(buf)).unwrap_or_else(|payload| {
             Err(io::Error::other(format!("the body's reader panicked: {}", panic_message(&*payload))))
         })
     }
