@@ -1,4 +1,4 @@
-//! app-sleep (NeverBlock's "Rails 12x faster" experiment): an HTTP endpoint that
+//! app-sleep (NeverBlock's "Rails faster" experiment): an HTTP endpoint that
 //! runs `select pg_sleep(1)`, with ten clients asking at once for a fixed window.
 //! One blocking worker answers one request at a time (about one a second);
 //! neverblock's server, a fiber per request over a pool of connections, answers

@@ -2,14 +2,13 @@
 //! that answers after D ms, by a blocking client, a thread per request, fibers,
 //! and the peers (Go goroutines, MRI threads, Python gevent).
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use clap::Args;
 use neverblock_http::{Client, Request};
 use serde_json::json;
 
-use super::servers::ServerChild;
+use super::servers::{self, ServerChild};
 use super::{peers, report, Common, Row};
 use crate::load::{self, Load};
 
@@ -29,17 +28,11 @@ pub(crate) struct DelayClientArgs {
     common: Common,
 }
 
-/// `neverblock delay-server` answering after `delay_ms`, on a free port.
-fn start_server(delay_ms: u64) -> anyhow::Result<ServerChild> {
-    let mut command = Command::new(std::env::current_exe()?);
-    command.args(["delay-server", "--port", "0", "--delay", &format!("{delay_ms}ms")]);
-    ServerChild::announced(&mut command, "delay-server")
-}
-
 pub(crate) fn run(args: DelayClientArgs) -> anyhow::Result<()> {
     let mut rows = Vec::new();
     for &delay in &args.delays {
-        let server = start_server(delay)?;
+        let mut command = servers::delay_server(&std::env::current_exe()?, Duration::from_millis(delay), None);
+        let server = ServerChild::announced(&mut command, "delay-server")?;
         let url = server.url();
         let params = json!({"delay_ms": delay, "requests": args.requests});
         let row = |name: &str, ok: usize, errors: usize, seconds: f64| {

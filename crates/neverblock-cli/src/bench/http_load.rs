@@ -44,22 +44,16 @@ pub(crate) struct Load {
 /// What the window saw.
 #[derive(Debug, Default)]
 pub(crate) struct Tally {
-    /// Responses completed in the window, each a 200 with the expected body.
-    pub(crate) requests: u64,
-    /// Their body bytes.
-    pub(crate) body_bytes: u64,
     /// Failed exchanges (connection errors, other statuses, wrong lengths) in the window.
     pub(crate) errors: u64,
     /// The first failure's text, warm-up included.
     pub(crate) first_error: Option<String>,
-    /// Latencies of the counted responses.
+    /// Latencies of the responses completed in the window, each a 200 with the expected body.
     pub(crate) latencies: Histogram,
 }
 
 impl Tally {
     fn merge(&mut self, other: Tally) {
-        self.requests += other.requests;
-        self.body_bytes += other.body_bytes;
         self.errors += other.errors;
         self.first_error = self.first_error.take().or(other.first_error);
         self.latencies.merge(&other.latencies);
@@ -148,8 +142,6 @@ fn connection(load: &Load, request: &[u8], window: Window, tally: &RefCell<Tally
             match result {
                 Ok(()) if counted => {
                     let mut tally = tally.borrow_mut();
-                    tally.requests += 1;
-                    tally.body_bytes += load.expect_len;
                     tally.latencies.record(end - start);
                 }
                 Ok(()) => {}

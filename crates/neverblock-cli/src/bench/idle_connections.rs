@@ -20,7 +20,7 @@ use anyhow::Context;
 use clap::Args;
 use serde_json::json;
 
-use super::servers::ServerChild;
+use super::servers::{self, ServerChild};
 use super::{peers, report, Common, Row};
 use crate::load::{self, Load};
 
@@ -46,9 +46,9 @@ pub(crate) struct IdleArgs {
 pub(crate) fn run(args: IdleArgs) -> anyhow::Result<()> {
     let mut servers: Vec<(String, Command)> = Vec::new();
     let this = std::env::current_exe()?;
-    servers.push(("neverblock".into(), delay_server(&this)));
+    servers.push(("neverblock".into(), servers::delay_server(&this, Duration::ZERO, Some(1))));
     if let Some(bin) = &args.server_bin {
-        servers.push((format!("neverblock@{}", bin.display()), delay_server(bin)));
+        servers.push((format!("neverblock@{}", bin.display()), servers::delay_server(bin, Duration::ZERO, Some(1))));
     }
     if args.common.peers {
         match peers::go_delay_server() {
@@ -66,13 +66,6 @@ pub(crate) fn run(args: IdleArgs) -> anyhow::Result<()> {
     }
     report::print(rows, "requests_per_s", args.common.json);
     Ok(())
-}
-
-/// `bin delay-server` on a free port, one loop, answering at once.
-fn delay_server(bin: &std::path::Path) -> Command {
-    let mut command = Command::new(bin);
-    command.args(["delay-server", "--port", "0", "--delay", "0ms", "--threads", "1"]);
-    command
 }
 
 /// The two rows of one server: active connections alone, then beside the idle ones.

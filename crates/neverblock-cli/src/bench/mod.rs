@@ -51,7 +51,7 @@ pub(crate) enum Bench {
     /// `select 1` throughput through a 16-connection pool, 256 fibers (lent and shared modes).
     PgSelect1(pg::Select1Args),
     /// An HTTP endpoint that runs `select pg_sleep(1)`, ten clients at once: one blocking worker vs
-    /// neverblock's server (NeverBlock's "Rails 12x faster" experiment).
+    /// neverblock's server (NeverBlock's "Rails faster" experiment).
     AppSleep(app_sleep::AppSleepArgs),
     /// A small answer through `serve --upstream` and through nginx (`--peers`), one worker each, and
     /// from the upstream alone: requests/s over 100 kept-alive connections.
@@ -88,7 +88,12 @@ pub(crate) struct Common {
 
 /// A `/proc/self/status` field given in kB (`VmRSS:`, `VmHWM:`), in bytes.
 pub(crate) fn status_bytes(key: &str) -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status_bytes_of("self", key)
+}
+
+/// The same field of process `pid` (`self` for this one).
+pub(crate) fn status_bytes_of(pid: &str, key: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let value = status.lines().find_map(|l| l.strip_prefix(key))?;
     Some(value.split_whitespace().next()?.parse::<u64>().ok()? * 1024)
 }

@@ -7,7 +7,7 @@
 //! load generator on the other), their CPU time counted together; rounds alternate the servers and
 //! rows are medians over the calm ones.
 
-use std::process::Command;
+use std::time::Duration;
 
 use clap::Args;
 use serde_json::json;
@@ -72,7 +72,6 @@ pub(crate) fn run(args: ProxyHelloArgs) -> anyhow::Result<()> {
 
 /// The upstream: `neverblock delay-server` answering at once with `workers` loops.
 fn upstream(workers: usize) -> anyhow::Result<ServerChild> {
-    let mut command = Command::new(std::env::current_exe()?);
-    command.args(["delay-server", "--port", "0", "--delay", "0ms", "--threads", &workers.to_string()]);
+    let mut command = servers::delay_server(&std::env::current_exe()?, Duration::ZERO, Some(workers));
     ServerChild::announced(&mut command, "the delay server")
 }

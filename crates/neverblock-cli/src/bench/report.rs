@@ -61,7 +61,8 @@ pub(crate) fn print(mut rows: Vec<Row>, key: &str, json: bool) {
     }
 }
 
-fn round(x: f64) -> f64 {
+/// `x` to three decimals, as rows show figures.
+pub(crate) fn round(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 

@@ -119,13 +119,7 @@ impl ServerChild {
 
     /// The server process's resident memory, in bytes.
     pub(crate) fn rss(&self) -> anyhow::Result<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))?;
-        let kib = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-            .context("VmRSS in the server's status")?;
-        Ok(kib * 1024)
+        super::status_bytes_of(&self.child.id().to_string(), "VmRSS:").context("VmRSS in the server's status")
     }
 
     /// CPU time the server (its process and its direct children: nginx's workers; and the server
@@ -195,6 +189,17 @@ pub(crate) fn neverblock(content: Content<'_>, workers: usize) -> anyhow::Result
     };
     command.args(["--listen", "127.0.0.1:0", "--workers", &workers.to_string()]);
     ServerChild::announced(&mut command, "neverblock")
+}
+
+/// `bin delay-server` on a free port, answering after `delay` with `threads` loops (default one
+/// per core); started with [`ServerChild::announced`], as it prints its URL.
+pub(crate) fn delay_server(bin: &Path, delay: Duration, threads: Option<usize>) -> Command {
+    let mut command = Command::new(bin);
+    command.args(["delay-server", "--port", "0", "--delay", &format!("{}ms", delay.as_millis())]);
+    if let Some(threads) = threads {
+        command.args(["--threads", &threads.to_string()]);
+    }
+    command
 }
 
 /// Starts Go's net/http peer with `GOMAXPROCS = workers`, or `None` (and a note) when Go is not

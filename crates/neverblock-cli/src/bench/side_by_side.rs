@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use super::http_load::{self, Load, Tally};
 use super::servers::{machine_cpu_time, own_cpu_time, pinned, Placement, ServerChild};
-use super::Row;
+use super::{report, Row};
 
 /// The load each measurement puts on a server.
 #[derive(Args, Debug, Clone)]
@@ -174,10 +174,10 @@ fn summarise(name: &str, tally: &Tally, duration: Duration, cpus: Cpus) -> anyho
     if let Some(error) = &tally.first_error {
         eprintln!("note: {name}: {} failed exchanges in the window; the first failure: {error}", tally.errors);
     }
-    anyhow::ensure!(tally.requests > 0, "no request was answered in the window");
+    anyhow::ensure!(tally.latencies.count() > 0, "no request was answered in the window");
     let ms = |p: f64| tally.latencies.percentile(p).map_or(0.0, |d| d.as_secs_f64() * 1e3);
     Ok(Measured {
-        rate: tally.requests as f64 / duration.as_secs_f64(),
+        rate: tally.latencies.count() as f64 / duration.as_secs_f64(),
         p50_ms: ms(50.0),
         p99_ms: ms(99.0),
         errors: tally.errors,
@@ -192,12 +192,12 @@ fn row(case: &Case<'_>, name: &str, runs: &[&Measured], rounds: usize, calm: boo
     let median_of = |f: fn(&Measured) -> f64| median(runs.iter().map(|m| f(m)).collect());
     Row::new(case.bench, name, case.params.clone())
         .metric("requests_per_s", median_of(|m| m.rate).round())
-        .metric("p50_ms", round3(median_of(|m| m.p50_ms)))
-        .metric("p99_ms", round3(median_of(|m| m.p99_ms)))
-        .metric("server_cpus", round3(median_of(|m| m.server_cpus)))
-        .metric("server_cpu_us_per_req", round3(median_of(|m| m.server_cpus / m.rate * 1e6)))
-        .metric("load_cpus", round3(median_of(|m| m.load_cpus)))
-        .metric("others_cpus", round3(median_of(|m| m.others_cpus)))
+        .metric("p50_ms", report::round(median_of(|m| m.p50_ms)))
+        .metric("p99_ms", report::round(median_of(|m| m.p99_ms)))
+        .metric("server_cpus", report::round(median_of(|m| m.server_cpus)))
+        .metric("server_cpu_us_per_req", report::round(median_of(|m| m.server_cpus / m.rate * 1e6)))
+        .metric("load_cpus", report::round(median_of(|m| m.load_cpus)))
+        .metric("others_cpus", report::round(median_of(|m| m.others_cpus)))
         .metric("errors", runs.iter().map(|m| m.errors).sum::<u64>())
         .metric("runs", runs.len())
         .metric("rounds", rounds)
@@ -212,10 +212,6 @@ pub(crate) fn median(mut values: Vec<f64>) -> f64 {
         n if n % 2 == 1 => values[n / 2],
         n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
     }
-}
-
-pub(crate) fn round3(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use serde_json::json;
 
 use super::downloads::{self, Download};
 use super::servers::{self, machine_cpu_time, own_cpu_time, Content, ServerChild, TempDir};
-use super::side_by_side::{median, round3};
+use super::side_by_side::median;
 use super::{nginx, report, Common, Row};
 
 /// Options of `bench slow-clients`.
@@ -108,14 +108,14 @@ fn row(name: &str, params: &serde_json::Value, clients: usize, args: &SlowClient
     let mean = |w: &Window| ms(w.tally.ttfb_mean());
     let p99 = |w: &Window| w.tally.ttfb.percentile(99.0).map_or(0.0, ms);
     Row::new("slow-clients", name, params.clone())
-        .metric("mb_per_s", round3(mb_per_s))
+        .metric("mb_per_s", report::round(mb_per_s))
         .metric("bound_pct", (mb_per_s / bound * 1000.0).round() / 10.0)
-        .metric("ttfb_mean_ms", round3(median_of(&mean)))
-        .metric("ttfb_p99_ms", round3(median_of(&p99)))
+        .metric("ttfb_mean_ms", report::round(median_of(&mean)))
+        .metric("ttfb_p99_ms", report::round(median_of(&p99)))
         .metric("completed", runs.iter().map(|w| w.tally.completed).sum::<u64>())
         .metric("bad_downloads", runs.iter().map(|w| w.tally.bad).sum::<u64>())
-        .metric("server_cpus", round3(median_of(&|w| w.server_cpus)))
-        .metric("others_cpus", round3(median_of(&|w| w.others_cpus)))
+        .metric("server_cpus", report::round(median_of(&|w| w.server_cpus)))
+        .metric("others_cpus", report::round(median_of(&|w| w.others_cpus)))
         .metric("runs", runs.len())
 }
 

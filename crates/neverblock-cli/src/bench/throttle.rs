@@ -3,8 +3,8 @@
 //!
 //! A client that waits (in the server's queue, or for a stalled server) earns nothing it could
 //! spend later at full speed: credit stops accruing once the bucket is full, so the wait shows in
-//! the client's throughput instead of being made up afterwards. (A throttle that banks credit from
-//! the request's start made a 4-worker queue look like 189 MB/s when the truth was 5.5.)
+//! the client's throughput instead of being made up afterwards: a throttle that banked credit from
+//! the request's start would make a queue of waiting downloads look as fast as the bound.
 
 use std::time::{Duration, Instant};
 

@@ -21,7 +21,7 @@ use serde_json::json;
 
 use super::downloads::{self, Download, Tally};
 use super::servers::{self, Content, ServerChild, TempDir};
-use super::side_by_side::{median, round3};
+use super::side_by_side::median;
 use super::{nginx, report, Common, Row};
 
 const APP: &str = include_str!("../../../../peers/python/upstream_app.py");
@@ -128,7 +128,7 @@ fn settle(addr: SocketAddr, workers: usize) -> anyhow::Result<()> {
             return Ok(());
         }
         anyhow::ensure!(Instant::now() < deadline, "the application stayed busy for a minute after a window");
-        neverblock::run(|| neverblock::sleep(Duration::from_millis(200)));
+        neverblock::sleep(Duration::from_millis(200));
     }
 }
 
@@ -140,10 +140,10 @@ fn row(name: &str, params: &serde_json::Value, tallies: &[Tally], clients: usize
     };
     let bound = clients as f64 * rate as f64 / 1e6;
     Row::new("xsendfile", name, params.clone())
-        .metric("aggregate_mb_per_s", round3(mb_per_s))
-        .metric("of_bound_percent", round3(100.0 * mb_per_s / bound))
-        .metric("p50_first_byte_ms", round3(first_byte(50.0)))
-        .metric("p99_first_byte_ms", round3(first_byte(99.0)))
+        .metric("aggregate_mb_per_s", report::round(mb_per_s))
+        .metric("of_bound_percent", report::round(100.0 * mb_per_s / bound))
+        .metric("p50_first_byte_ms", report::round(first_byte(50.0)))
+        .metric("p99_first_byte_ms", report::round(first_byte(99.0)))
         .metric("downloads_complete", tallies.iter().map(|t| t.completed).sum::<u64>())
         .metric("downloads_bad", tallies.iter().map(|t| t.bad).sum::<u64>())
 }
