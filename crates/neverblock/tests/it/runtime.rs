@@ -494,6 +494,20 @@ fn a_deadlock_on_sync_primitives_is_reported_with_each_fiber_not_a_hang() {
 }
 
 #[test]
+fn a_task_of_the_default_size_never_starts_on_a_smaller_workers_stack() {
+    use neverblock::runtime::TaskBuilder;
+    let sum = run(|| {
+        // Queued right behind the small task, the default one is next when the small worker frees:
+        // it must get a worker of the default 128 KiB, where a 32 KiB frame fits (on the 8 KiB
+        // one it would overflow, and the process would abort).
+        let small = TaskBuilder::new().stack_size(8 << 10).spawn(|| 1u32);
+        let default = spawn(|| std::hint::black_box([1u8; 32 * 1024]).iter().map(|&b| u32::from(b)).sum::<u32>());
+        small.join().unwrap() + default.join().unwrap()
+    });
+    assert_eq!(sum, 1 + 32 * 1024);
+}
+
+#[test]
 fn tasks_asking_for_other_stack_sizes_get_workers_of_their_own_size_and_reuse_them() {
     use neverblock::runtime::TaskBuilder;
     let sums = run(|| {

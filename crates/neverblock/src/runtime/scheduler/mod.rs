@@ -325,7 +325,7 @@ impl Scheduler {
         let outcome = if task.cancelled {
             Outcome::Cancelled // cancelled before it ever ran: it never will
         } else {
-            match self.worker(task.stack_kib.map_or(self.stack_size, |kib| kib.get() as usize * 1024)) {
+            match self.worker(task.stack_size(self.stack_size)) {
                 Ok(worker) => {
                     task.resume_at = Some(worker.clone());
                     self.claim(task, id);
@@ -359,7 +359,8 @@ impl Scheduler {
         if task.turn != number || task.resume_at.is_some() || task.cancelled {
             return false;
         }
-        if task.stack_kib.is_some_and(|kib| kib.get() as usize * 1024 != my_stack_size) {
+        // A task of the runtime's size runs only on a worker of that size, as a sized one does.
+        if task.stack_size(self.stack_size) != my_stack_size {
             return false;
         }
         tasks.queue.pop_front();

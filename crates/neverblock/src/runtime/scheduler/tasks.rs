@@ -48,6 +48,13 @@ pub(super) struct Task {
     pub(super) stack_kib: Option<NonZeroU32>,
 }
 
+impl Task {
+    /// The stack its worker must have: the size it asked for, else the runtime's `default`.
+    pub(super) fn stack_size(&self, default: usize) -> usize {
+        self.stack_kib.map_or(default, |kib| kib.get() as usize * 1024)
+    }
+}
+
 /// The live tasks and the run queue, under one borrow.
 #[derive(Default)]
 pub(super) struct Tasks {
