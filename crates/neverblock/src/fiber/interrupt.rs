@@ -24,8 +24,8 @@ use std::rc::Rc;
 use super::error::{FiberError, PanicPayload};
 use super::parcel::{post_error, receive, NOTHING};
 use super::rules;
-use super::state::{rc_from_borrowed, with_state, State};
-use super::switch::{hand_over, kill_unwind, refuse_while_unwinding, Core, Status};
+use super::state::{rc_from_borrowed, with_state};
+use super::switch::{hand_over, kill_unwind, link_resume, refuse_while_unwinding, Core, Status};
 use super::Fiber;
 
 impl<T: 'static> Fiber<T> {
@@ -215,14 +215,6 @@ pub(crate) fn kill_running() -> ! {
 /// a worker fiber that ran a cancelled task, going on to the next one.
 pub(crate) fn clear_killed() {
     super::switch::with_current(|me| me.killed.set(false));
-}
-
-/// Links `target`, which yielded, under the running fiber as `resume` does.
-fn link_resume(st: &State, target: &Rc<Core>) {
-    let me = st.current();
-    me.resuming.set(Rc::as_ptr(target));
-    target.prev.set(Some(me));
-    target.yielding.set(false);
 }
 
 /// The fiber `target` resumed, if it is suspended resuming one.

@@ -225,12 +225,19 @@ pub(crate) fn resume<T: 'static>(target: &Rc<Core>, value: T) -> Result<T, Fiber
     with_state(|st| {
         refuse_while_unwinding(st)?;
         super::rules::check_resume(target.view_in(st))?;
-        let me = st.current();
-        me.resuming.set(Rc::as_ptr(target));
-        target.prev.set(Some(me));
-        target.yielding.set(false);
+        link_resume(st, target);
         switch(st, target.clone(), value)
     })
+}
+
+/// Links `target`, which yielded (or never ran), under the running fiber: what `resume` does
+/// before it switches, and `raise` into a yielding fiber.
+#[inline(always)]
+pub(super) fn link_resume(st: &State, target: &Rc<Core>) {
+    let me = st.current();
+    me.resuming.set(Rc::as_ptr(target));
+    target.prev.set(Some(me));
+    target.yielding.set(false);
 }
 
 /// Ruby's `fiber.transfer(value)`.

@@ -37,14 +37,6 @@ pub(crate) enum Outcome {
     NoStack(StackError),
 }
 
-/// What ends a continued task's park other than what it waited for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Interruption {
-    None,
-    /// A `timeout` scope around the park has expired.
-    TimedOut,
-}
-
 /// Why a park returned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Woken {
@@ -72,8 +64,9 @@ pub(crate) struct Scheduler {
     switches: Cell<u32>,
     /// The task whose end ends `run_until_done`.
     main: Cell<u64>,
-    /// What ends the park of the task just continued, read when it was taken off the queue.
-    interruption: Cell<Interruption>,
+    /// How the park of the task just continued ends (a `timeout` expired, or not), read when it
+    /// was taken off the queue.
+    interruption: Cell<Woken>,
     /// Tasks parked on a `Waiter`, which another thread may hold: while there are
     /// any, an idle loop waits rather than report a deadlock.
     waiting: Cell<usize>,
@@ -124,7 +117,7 @@ impl Scheduler {
             next_seq: Cell::new(1),
             switches: Cell::new(0),
             main: Cell::new(0),
-            interruption: Cell::new(Interruption::None),
+            interruption: Cell::new(Woken::Ready),
             waiting: Cell::new(0),
             live_tasks: Arc::new(AtomicUsize::new(0)),
         })
@@ -274,10 +267,7 @@ impl Scheduler {
     /// tells it why.
     fn switch_away(&self) -> Woken {
         self.dispatch();
-        match self.interruption.get() {
-            Interruption::TimedOut => Woken::TimedOut,
-            Interruption::None => Woken::Ready,
-        }
+        self.interruption.get()
     }
 
     /// From a task's fiber: switches straight to the next runnable task (Go's
@@ -380,7 +370,7 @@ impl Scheduler {
                 fiber::mark_killed_upward(fiber);
             }
         }
-        self.interruption.set(if task.timed_out { Interruption::TimedOut } else { Interruption::None });
+        self.interruption.set(if task.timed_out { Woken::TimedOut } else { Woken::Ready });
         self.switches.set(self.switches.get() + 1);
         self.current.set(Some(id));
     }
