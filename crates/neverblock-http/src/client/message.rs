@@ -90,6 +90,7 @@ impl Request {
 
     /// A request for `url`, parsed and checked already: a proxy makes each request's URL from its
     /// upstream's, parsed once, instead of parsing a string per request.
+    #[cfg(feature = "server")]
     pub(crate) fn for_url(method: &str, url: url::Url) -> Request {
         let text = url.as_str().to_owned();
         Request {

@@ -275,8 +275,10 @@ impl Client {
         let mut method = request.method.as_str();
         for hop in 0.. {
             let response = self.send_once(method, &url, &request.headers, &mut body, deadline)?;
-            let location = response.header("location").filter(|_| is_redirect(response.status()));
-            let (true, Some(location)) = (self.inner.redirects > 0, location) else { return Ok(response) };
+            if self.inner.redirects == 0 || !is_redirect(response.status()) {
+                return Ok(response);
+            }
+            let Some(location) = response.header("location") else { return Ok(response) };
             if hop == self.inner.redirects {
                 return Err(Error::new(
                     ErrorKind::TooManyRedirects,

@@ -15,7 +15,7 @@ use crate::error::{Error, ErrorKind};
 use crate::wire::body::Decoder;
 use crate::wire::client::ResponseHead;
 use crate::wire::head::Head;
-use crate::wire::{Framing, Limits, WireError};
+use crate::wire::{Limits, WireError};
 use crate::Version;
 
 /// A response as it arrives: returned by [`Client::send`](super::Client::send) once its head has
@@ -119,11 +119,7 @@ impl ResponseStream {
         total: Option<(Duration, Instant)>,
     ) -> ResponseStream {
         let unbounded = Limits { max_body: u64::MAX, ..*limits };
-        let length = match head.framing {
-            Framing::None => Some(0),
-            Framing::Length(n) => Some(n),
-            Framing::Chunked | Framing::Close => None,
-        };
+        let length = head.framing.known_length();
         let reusable = head.reusable_after_body();
         let decoder = Decoder::new(head.framing, &unbounded, "response").expect("no length is over u64::MAX");
         let lease = Lease { conn, decoder, host, slot, reusable, total };

@@ -230,11 +230,7 @@ impl<'a> Request<'a> {
     /// # let _ = handler;
     /// ```
     pub fn content_length(&self) -> Option<u64> {
-        match self.message.framing {
-            crate::wire::Framing::None => Some(0),
-            crate::wire::Framing::Length(n) => Some(n),
-            _ => None,
-        }
+        self.message.framing.known_length()
     }
 
     /// The body, to read. The first read sends `100 Continue` when the client asked for it.

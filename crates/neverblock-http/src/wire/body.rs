@@ -35,9 +35,7 @@ pub(crate) struct Decoder {
     state: State,
     /// Decoded bytes handed out and consumed so far.
     read: u64,
-    /// The limit on `read` ([`Limits::max_body`]).
-    max: u64,
-    /// The limit on a trailer section ([`Limits::max_head`]).
+    /// The limits on `read` ([`Limits::max_body`]) and on a trailer section ([`Limits::max_head`]).
     limits: Limits,
     /// Names the message in errors: `"request"` or `"response"`.
     side: &'static str,
@@ -57,7 +55,7 @@ impl Decoder {
             Framing::Chunked => State::ChunkSize,
             Framing::Close => State::Close,
         };
-        Ok(Decoder { state, read: 0, max: limits.max_body, limits: *limits, side })
+        Ok(Decoder { state, read: 0, limits: *limits, side })
     }
 
     /// Whether the whole body was decoded (its end framed and consumed). A body framed by its
@@ -125,8 +123,8 @@ impl Decoder {
                         self.state = State::Done;
                         continue;
                     }
-                    if self.read + conn.buffered().len() as u64 > self.max {
-                        return Err(too_large(side, self.max));
+                    if self.read + conn.buffered().len() as u64 > self.limits.max_body {
+                        return Err(too_large(side, self.limits.max_body));
                     }
                     return Ok(conn.buffered());
                 }
@@ -157,8 +155,8 @@ impl Decoder {
         if size == 0 {
             read_trailers(conn, &self.limits, side)?;
             self.state = State::Done;
-        } else if size > self.max - self.read {
-            return Err(too_large(side, self.max));
+        } else if size > self.limits.max_body - self.read {
+            return Err(too_large(side, self.limits.max_body));
         } else {
             self.state = State::ChunkData { size, left: size };
         }

@@ -163,6 +163,18 @@ pub(crate) enum Framing {
     Close,
 }
 
+impl Framing {
+    /// The body's length when the framing says it: 0 for none, `n` for a `Content-Length` body;
+    /// `None` for a chunked body or one that ends when the connection closes.
+    pub(crate) fn known_length(self) -> Option<u64> {
+        match self {
+            Framing::None => Some(0),
+            Framing::Length(n) => Some(n),
+            Framing::Chunked | Framing::Close => None,
+        }
+    }
+}
+
 /// Why a message could not be written or read.
 #[derive(Debug)]
 pub(crate) enum WireError {
