@@ -105,7 +105,8 @@ fn the_page_parses_and_its_counters_move_with_requests() {
     assert_eq!(after.get("neverblock_downloads_in_flight"), 0.0);
     for index in 0..2 {
         assert!(after.get(&format!("neverblock_fibers{{loop=\"{index}\"}}")) >= 1.0, "each loop's accept fiber");
-        assert!(after.get(&format!("neverblock_run_queue_length{{loop=\"{index}\"}}")) >= 0.0);
+        // Present for each loop (`get` fails on a missing sample).
+        after.get(&format!("neverblock_run_queue_length{{loop=\"{index}\"}}"));
     }
 }
 
