@@ -18,7 +18,7 @@ use crate::wire::server::{is_valid_field, reason_phrase, write_content_length, w
 use crate::wire::{elements, is_named};
 
 /// A body this short goes out in one write with its head.
-const COALESCE: usize = 64 * 1024;
+pub(super) const COALESCE: usize = 64 * 1024;
 /// A file range this short, when in the page cache, is copied into the response's one write: a
 /// copy of a few pages costs less than the extra calls `sendfile` takes (a write for the head, the
 /// page-cache probes, the `sendfile`).

@@ -203,7 +203,7 @@ impl<H: Handler> XSendfile<H> {
     /// The file response for the path `value` names under `root`, or a 404 with a log line.
     fn send_path(&self, request: &Request<'_>, root: &SendfileRoot, value: &str) -> Response {
         match root.relative(value) {
-            Some(relative) => self.send_beneath(request, &root.files, &relative, value),
+            Some(relative) => self.send_beneath(request, &root.files, &relative, &self.header, value),
             None => refuse(request, &self.header, value, format_args!("lies outside {}", root.given.display())),
         }
     }
@@ -215,22 +215,27 @@ impl<H: Handler> XSendfile<H> {
             return refuse(request, "X-Accel-Redirect", value, format_args!("matches no location"));
         };
         match url_path_beneath(&path[location.prefix.len()..]) {
-            Ok(relative) => self.send_beneath(request, &location.files, &relative, value),
+            Ok(relative) => self.send_beneath(request, &location.files, &relative, "X-Accel-Redirect", value),
             Err(why) => refuse(request, "X-Accel-Redirect", value, format_args!("is refused: {why}")),
         }
     }
 
-    /// Sends `relative` beneath `files`' root, which `value` named.
-    fn send_beneath(&self, request: &Request<'_>, files: &StaticFiles, relative: &Path, value: &str) -> Response {
+    /// Sends `relative` beneath `files`' root, which `value` of the handler's `header` named.
+    fn send_beneath(
+        &self,
+        request: &Request<'_>,
+        files: &StaticFiles,
+        relative: &Path,
+        header: &str,
+        value: &str,
+    ) -> Response {
         let root = files.root().display();
         match files.serve_named(request, relative) {
             Ok(Some(response)) => response,
-            Ok(None) => refuse(request, &self.header, value, format_args!("is not a regular file")),
-            Err(e) if leads_outside_root(&e) => {
-                refuse(request, &self.header, value, format_args!("leads outside {root}"))
-            }
+            Ok(None) => refuse(request, header, value, format_args!("is not a regular file")),
+            Err(e) if leads_outside_root(&e) => refuse(request, header, value, format_args!("leads outside {root}")),
             Err(e) if matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::NotADirectory) => {
-                refuse(request, &self.header, value, format_args!("does not exist under {root}"))
+                refuse(request, header, value, format_args!("does not exist under {root}"))
             }
             Err(e) => files.open_failed(request, &e),
         }

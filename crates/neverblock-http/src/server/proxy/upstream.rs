@@ -4,12 +4,9 @@
 
 use std::io::{self, Read};
 
+use super::super::respond::COALESCE;
 use crate::client::{Client, Request as Outgoing};
 use crate::error::Error;
-
-/// An answer body of a known length up to this is read before the answer is passed on, so that it
-/// goes to the client in one write with the head.
-const SHORT: u64 = 64 * 1024;
 
 /// The upstream's answer: its status, fields and body.
 pub(super) struct Answer {
@@ -58,7 +55,10 @@ pub(super) fn exchange(
     let stream = sent.map_err(Failed::Upstream)?;
     let (status, fields) = (stream.status(), stream.headers().map(|(n, v)| (n.to_owned(), v.to_vec())).collect());
     let body = match stream.content_length() {
-        Some(len) if len <= SHORT => AnswerBody::Read(stream.into_response().map_err(Failed::Upstream)?.into_body()),
+        // A body this short is read first, so it goes to the client in one write with the head.
+        Some(len) if len <= COALESCE as u64 => {
+            AnswerBody::Read(stream.into_response().map_err(Failed::Upstream)?.into_body())
+        }
         len => AnswerBody::Stream { reader: Box::new(stream), len },
     };
     Ok(Answer { status, fields, body })
