@@ -9,11 +9,16 @@
 //!   a fiber that never ran, or has finished, is refused.
 //! - `kill` of a fiber that never ran ends it unrun; of a finished one does
 //!   nothing; of the running one unwinds it at once; of a suspended one switches
-//!   into it so it unwinds there. A fiber resuming others dies with them: the
-//!   chain from it down to the last is killed, the last unwinds first, and each
-//!   one above unwinds as control comes back to it. A killed fiber runs its
-//!   destructors, may not switch while it does, and finishes as
-//!   [`FiberError::Killed`]. A second kill does nothing and returns `false`.
+//!   into it so it unwinds there. It kills that fiber and no other (MRI's
+//!   `rb_fiber_m_kill`: the fiber is marked killed, then `fiber_raise(fiber, nil)`
+//!   reaches it). A fiber resuming others cannot unwind until control comes back
+//!   to it, so, as `raise` does, the kill goes to the last fiber of its chain,
+//!   which gets [`FiberError::Raised`] with MRI's message for raising nothing
+//!   ("unhandled exception"); that fiber may handle it like any raise, and the
+//!   killed one unwinds as soon as control returns to it (when the chain below it
+//!   yields or ends). A killed fiber runs its destructors, may not switch while it
+//!   does, and finishes as [`FiberError::Killed`]. A second kill does nothing and
+//!   returns `false`.
 //!
 //! The runtime cancels a task the same way: it marks the task's fibers killed
 //! ([`mark_killed_upward`]) and continues it, so it unwinds from its park.
@@ -22,7 +27,7 @@ use std::any::Any;
 use std::rc::Rc;
 
 use super::error::{FiberError, PanicPayload};
-use super::parcel::{post_error, receive, NOTHING};
+use super::parcel::{post_error, receive};
 use super::rules;
 use super::state::{rc_from_borrowed, with_state};
 use super::switch::{hand_over, kill_unwind, link_resume, refuse_while_unwinding, Core, Status};
@@ -65,23 +70,32 @@ impl<T: 'static> Fiber<T> {
         raise(&self.core, Box::new(error))
     }
 
-    /// Ruby's `fiber.kill`: ends this fiber from where it is suspended, running
-    /// every destructor on its stack (not `catch_unwind` handlers' bodies: code
-    /// that catches panics must pass on a [`runtime::is_cancellation`] payload),
-    /// and returns once control comes back to the caller. Returns `false` if the
-    /// fiber was killed already, `true` otherwise. Killing the running fiber
-    /// unwinds it at once (the call does not return).
+    /// Ruby's `fiber.kill`: ends this fiber, and no other, from where it is
+    /// suspended, running every destructor on its stack (not `catch_unwind`
+    /// handlers' bodies: code that catches panics must pass on a
+    /// [`runtime::is_cancellation`] payload), and returns once control comes back
+    /// to the caller. Returns `false` if the fiber was killed already, `true`
+    /// otherwise. Killing the running fiber unwinds it at once (the call does not
+    /// return).
     ///
     /// Whoever the fiber would have returned to gets [`FiberError::Killed`]: the
     /// caller here, when the fiber was yielding.
+    ///
+    /// A fiber suspended inside a `resume` of another can only unwind once that
+    /// `resume` returns. As MRI does, the kill then goes where [`raise`](Fiber::raise)
+    /// would: the last fiber of the chain it is resuming gets [`FiberError::Raised`]
+    /// with the message "unhandled exception" (MRI raises `nil` there, which Ruby
+    /// turns into a `RuntimeError` of that message); when control comes back to
+    /// the killed fiber, it unwinds.
     ///
     /// [`runtime::is_cancellation`]: crate::runtime::is_cancellation
     ///
     /// # Errors
     ///
     /// [`FiberError::KillRoot`] for a thread's root fiber; [`FiberError::Unwinding`]
-    /// from a dropped or killed fiber; what a fiber that later transfers to the
-    /// caller sends, if it is not `()`.
+    /// from a dropped or killed fiber; [`FiberError::Raised`] when the fiber at the
+    /// end of the chain the killed one resumes is the caller; what a fiber that
+    /// later transfers to the caller sends, if it is not `()`.
     ///
     /// # Examples
     ///
@@ -152,41 +166,30 @@ fn kill(target: &Rc<Core>) -> Result<bool, FiberError> {
             return Err(FiberError::KillRoot);
         }
         refuse_while_unwinding(st)?;
+        target.killed.set(true);
         match target.status.get() {
             Status::Created => {
-                target.killed.set(true);
                 target.terminate_unborn();
                 return Ok(true);
             }
-            Status::Terminated => {
-                target.killed.set(true);
-                return Ok(true);
-            }
+            Status::Terminated => return Ok(true),
             Status::Started => {}
         }
-        let last = end_of_resumes(target);
-        let mut fiber = target.clone();
-        loop {
-            fiber.killed.set(true);
-            if Rc::ptr_eq(&fiber, &last) {
-                break;
-            }
-            fiber = next_resumed(&fiber).expect("the chain of resumes ends at `last`");
-        }
-        if std::ptr::eq(Rc::as_ptr(&last), st.current_ptr()) {
+        if std::ptr::eq(Rc::as_ptr(target), st.current_ptr()) {
             kill_unwind();
         }
-        if last.yielding.get() {
-            link_resume(st, &last);
-        }
-        st.parcel_slot.set(NOTHING);
-        hand_over(st, last);
-        match receive::<()>(st) {
+        // A killed fiber unwinds as soon as it is switched to, whatever it is sent; the last
+        // of a chain it resumes gets what MRI's `raise nil` gives there.
+        match raise::<()>(target, Box::new(UNHANDLED)) {
             Ok(()) | Err(FiberError::Killed) => Ok(true),
             Err(e) => Err(e),
         }
     })
 }
+
+/// The message of the error a kill raises in the last fiber of the chain a killed fiber resumes:
+/// MRI raises `nil` there, which Ruby turns into a `RuntimeError` of this message.
+const UNHANDLED: &str = "unhandled exception";
 
 /// Marks `fiber` killed, with every fiber up its chain of resumers (the ones that
 /// resumed it, and resumed those, up to one that was not resumed), without

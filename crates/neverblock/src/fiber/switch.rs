@@ -286,11 +286,11 @@ pub(crate) fn switch_to(target: Rc<Core>) -> Result<(), FiberError> {
 #[inline(always)]
 pub(crate) fn yield_now<T: 'static>(value: T) -> Result<T, FiberError> {
     with_state(|st| {
-        refuse_while_unwinding(st)?;
         if st.current.get().is_null() {
-            // No fiber was ever made on this thread: this is the root.
+            // No fiber was ever made on this thread: this is the root, and nothing unwinds.
             return Err(FiberError::YieldNotResumed);
         }
+        refuse_while_unwinding(st)?;
         let resumer = st.with_current(|me| {
             super::rules::check_yield(me.view_in(st))?;
             let prev = me.prev.take().expect("the rules passed, so the fiber has a resumer");

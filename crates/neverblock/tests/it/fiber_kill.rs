@@ -1,4 +1,4 @@
-//! Ruby 3.3's `Fiber#kill` and the cases of `Fiber#raise` where MRI 3.4 changed
+//! Ruby's `Fiber#kill` (3.3 and later) and the cases of `Fiber#raise` where MRI 3.4 changed
 //! the earlier answer (the running fiber, a resuming one: refused before), after
 //! ruby/spec's `core/fiber/kill_spec.rb` and `raise_spec.rb`. The installed MRI is
 //! older, so these are checked here only; the cases all versions share are in the
@@ -77,25 +77,77 @@ fn a_fiber_can_kill_itself_and_its_resumer_hears_it_was_killed() {
 }
 
 #[test]
-fn killing_a_fiber_that_is_resuming_kills_the_chain_down_to_the_running_one() {
+fn killing_a_fiber_that_is_resuming_the_caller_raises_in_the_caller_and_kills_only_the_target() {
+    // MRI: `rb_fiber_m_kill` marks the parent killed and raises nil into the last fiber of its
+    // chain, the running child, where Ruby makes it a RuntimeError "unhandled exception".
     let log = Rc::new(RefCell::new(Vec::new()));
     let parent_slot: Rc<RefCell<Option<Fiber<()>>>> = Rc::new(RefCell::new(None));
     let (slot, child_log, parent_log) = (parent_slot.clone(), log.clone(), log.clone());
+    let dropped = Rc::new(Cell::new(0));
+    let held = Tracked(dropped.clone());
     let parent = Fiber::new(move |_: ()| {
+        let _held = held;
         let child = Fiber::new(move |_: ()| {
             let parent = slot.borrow().clone().expect("set before the resume");
-            let _ = parent.kill();
-            child_log.borrow_mut().push("child continued");
+            let killed = parent.kill();
+            let raised = match &killed {
+                Err(FiberError::Raised(e)) => e.message().unwrap_or_default().to_owned(),
+                other => format!("{other:?}"),
+            };
+            child_log.borrow_mut().push(format!("child continued after: {raised}"));
         })
         .unwrap();
         let _ = child.resume(());
-        parent_log.borrow_mut().push("parent continued");
+        parent_log.borrow_mut().push("parent continued".to_owned());
     })
     .unwrap();
     *parent_slot.borrow_mut() = Some(parent.clone());
     assert!(matches!(parent.resume(()), Err(FiberError::Killed)));
     assert!(!parent.is_alive());
-    assert!(log.borrow().is_empty(), "neither went on past the kill (MRI 3.3): {:?}", log.borrow());
+    assert_eq!(dropped.get(), 1, "the parent unwound once control came back to it");
+    assert_eq!(*log.borrow(), ["child continued after: unhandled exception"], "only the parent was killed");
+}
+
+#[test]
+fn killing_a_fiber_resuming_a_suspended_chain_raises_at_its_end_and_the_target_unwinds_on_return() {
+    // The root transfers to `outer`, which resumes `inner`, which transfers back to the root:
+    // `outer` is resuming `inner`, and `inner` waits in its transfer.
+    let root = Fiber::<()>::current();
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let inner_log = log.clone();
+    let inner = Fiber::new(move |_: ()| match root.transfer(()) {
+        Err(FiberError::Raised(e)) => {
+            inner_log.borrow_mut().push(format!("inner handled: {}", e.message().unwrap_or_default()));
+        }
+        other => inner_log.borrow_mut().push(format!("inner got {other:?}")),
+    })
+    .unwrap();
+    let dropped = Rc::new(Cell::new(0));
+    let (held, outer_log, resumed) = (Tracked(dropped.clone()), log.clone(), inner.clone());
+    let outer = Fiber::new(move |_: ()| {
+        let _held = held;
+        let _ = resumed.resume(());
+        outer_log.borrow_mut().push("outer continued".to_owned());
+    })
+    .unwrap();
+    outer.transfer(()).unwrap();
+    assert!(outer.kill().unwrap(), "control came back to the root when outer ended");
+    assert_eq!(*log.borrow(), ["inner handled: unhandled exception"], "inner went on; outer did not");
+    assert_eq!(dropped.get(), 1, "outer unwound when inner's end returned control to it");
+    assert!(!inner.is_alive() && !outer.is_alive());
+}
+
+#[test]
+fn public_fiber_calls_on_a_thread_that_never_made_a_fiber_return_errors() {
+    let outcomes = std::thread::spawn(|| {
+        let yielded = fiber::yield_now(1u32).map_err(|e| e.to_string());
+        let killed = Fiber::<()>::current().kill().map_err(|e| e.to_string());
+        (yielded, killed)
+    })
+    .join()
+    .expect("no call panicked");
+    assert_eq!(outcomes.0, Err("attempt to yield on a not resumed fiber".to_owned()));
+    assert_eq!(outcomes.1, Err(FiberError::KillRoot.to_string()));
 }
 
 #[test]
