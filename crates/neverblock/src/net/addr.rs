@@ -6,7 +6,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV
 /// What can name one or more socket addresses, like [`std::net::ToSocketAddrs`],
 /// except that a host name is looked up on the blocking pool
 /// ([`spawn_blocking`](crate::spawn_blocking)), so only the calling fiber waits
-/// for DNS. Literal addresses are parsed in place.
+/// for DNS, and an enclosing [`timeout`](crate::timeout) ends that wait (in
+/// blocking mode too) with a `TimedOut` error, the lookup left to finish in the
+/// pool. Literal addresses are parsed in place.
 ///
 /// Implemented for the same types as the std trait; it is sealed.
 ///
@@ -48,9 +50,11 @@ fn resolve_host(host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
     lookup((host.to_owned(), port))
 }
 
-/// Asks the system resolver on the blocking pool, so only the calling fiber waits.
+/// Asks the system resolver on the blocking pool, so only the calling fiber waits, and no longer
+/// than an enclosing `timeout` allows.
 fn lookup(name: impl std::net::ToSocketAddrs + Send + 'static) -> io::Result<Vec<SocketAddr>> {
-    crate::spawn_blocking(move || name.to_socket_addrs().map(Iterator::collect))
+    crate::runtime::spawn_blocking_abandonable(move || name.to_socket_addrs().map(Iterator::collect))
+        .unwrap_or_else(|_| Err(io::Error::new(io::ErrorKind::TimedOut, "the name lookup timed out")))
 }
 
 macro_rules! literal_addrs {

@@ -8,9 +8,10 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread;
 use std::time::Duration;
 
-use super::scheduler::Wait;
+use super::scheduler::{Wait, Woken};
 use super::waiter::{self, Waiter};
 use crate::sync::poison::IgnorePoison;
+use crate::Elapsed;
 
 /// Threads the pool may run at once; more work waits in line.
 pub const MAX_BLOCKING_THREADS: usize = 64;
@@ -55,6 +56,46 @@ pub fn spawn_blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static)
     if super::scheduler::in_task().is_none() {
         return f();
     }
+    let slot = submit_returning(f);
+    loop {
+        let mut state = slot.lock().ignore_poison();
+        match state.result.take() {
+            Some(result) => return value_of(result),
+            // The job runs on a thread and cannot be abandoned: a `timeout` waits it out.
+            // The lock is released once the waiter is in place, before the fiber parks.
+            None => waiter::wait_through_timeouts(Wait::Blocking, move |w| state.waiter = Some(w)),
+        }
+    }
+}
+
+/// Like [`spawn_blocking`], for work whose result may be given up: an enclosing `timeout` scope
+/// ends the wait with [`Elapsed`], and the job goes on in the pool, its value dropped when it ends
+/// (a name lookup: Go's resolver gives up the same way). Outside a runtime `f` runs on the
+/// calling thread, unless a `timeout` scope is open there: then it runs on the pool and the thread
+/// waits for it until the scope's deadline.
+pub(crate) fn spawn_blocking_abandonable<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Elapsed> {
+    if super::scheduler::in_task().is_none() && waiter::thread_deadline().is_none() {
+        return Ok(f());
+    }
+    let slot = submit_returning(f);
+    loop {
+        let mut state = slot.lock().ignore_poison();
+        match state.result.take() {
+            Some(result) => return Ok(value_of(result)),
+            None => {
+                if waiter::wait(Wait::Blocking, move |w| state.waiter = Some(w)) == Woken::TimedOut {
+                    return Err(Elapsed);
+                }
+            }
+        }
+    }
+}
+
+/// Queues `f` on the pool; its result (or panic) arrives in the returned slot, whose waiter, if
+/// any, is woken then.
+fn submit_returning<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Arc<Mutex<Slot<T>>> {
     let slot: Arc<Mutex<Slot<T>>> = Arc::new(Mutex::new(Slot { result: None, waiter: None }));
     let done = slot.clone();
     submit(Box::new(move || {
@@ -66,16 +107,12 @@ pub fn spawn_blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static)
             waiter.wake();
         }
     }));
-    loop {
-        let mut state = slot.lock().ignore_poison();
-        match state.result.take() {
-            Some(Ok(value)) => return value,
-            Some(Err(payload)) => panic::resume_unwind(payload),
-            // The job runs on a thread and cannot be abandoned: a `timeout` waits it out.
-            // The lock is released once the waiter is in place, before the fiber parks.
-            None => waiter::wait_through_timeouts(Wait::Blocking, move |w| state.waiter = Some(w)),
-        }
-    }
+    slot
+}
+
+/// A job's value, or its panic resumed here.
+fn value_of<T>(result: std::thread::Result<T>) -> T {
+    result.unwrap_or_else(|payload| panic::resume_unwind(payload))
 }
 
 /// Jobs queued or running on the pool, from any runtime.
@@ -131,5 +168,30 @@ fn work() {
             state.threads -= 1;
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::spawn_blocking_abandonable;
+    use crate::Elapsed;
+
+    #[test]
+    fn a_job_that_may_be_given_up_is_given_up_at_the_deadline_in_a_fiber_and_outside_a_runtime() {
+        for in_runtime in [false, true] {
+            let (release, held) = std::sync::mpsc::channel::<()>();
+            let job = move || {
+                let _ = held.recv();
+                7
+            };
+            let within = move || crate::timeout(Duration::from_millis(50), || spawn_blocking_abandonable(job));
+            let outcome = if in_runtime { crate::run(within) } else { within() };
+            assert_eq!(outcome, Err(Elapsed), "in a runtime: {in_runtime}");
+            drop(release);
+        }
+        assert_eq!(crate::run(|| spawn_blocking_abandonable(|| 7)), Ok(7), "without a deadline it runs to its end");
+        assert_eq!(spawn_blocking_abandonable(|| 8), Ok(8), "outside a runtime, on the calling thread");
     }
 }

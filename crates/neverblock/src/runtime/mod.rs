@@ -58,6 +58,7 @@ use std::panic;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+pub(crate) use blocking::spawn_blocking_abandonable;
 pub use blocking::{spawn_blocking, MAX_BLOCKING_THREADS};
 pub use fiber_pool::FiberPool;
 pub use task::{JoinError, JoinHandle};
@@ -251,8 +252,9 @@ pub fn sleep(duration: Duration) {
 /// ```
 pub fn sleep_until(deadline: Instant) {
     let Some(s) = scheduler::in_task() else {
+        let until = waiter::thread_deadline().map_or(deadline, |scope| scope.min(deadline));
         #[allow(clippy::disallowed_methods)] // blocking mode: no runtime, so blocking the thread is the point
-        std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
+        std::thread::sleep(until.saturating_duration_since(Instant::now()));
         return;
     };
     // Ends when the timer fires or an enclosing `timeout` expires (both `TimedOut`);
@@ -381,8 +383,13 @@ impl std::error::Error for Elapsed {}
 /// whatever `f` is parked on (a sleep, a join, an fd, a channel) returns at once
 /// with a timed-out error, and so does every later park inside `f`. One timer
 /// entry, never a thread. Returns `Err(Elapsed)` if the deadline passed before
-/// `f` returned (its value is dropped). Outside a runtime `f` runs unbounded and
-/// the result only says whether it overran.
+/// `f` returned (its value is dropped).
+///
+/// Outside a runtime (blocking mode) the same waits of this crate's own end at the
+/// deadline: a sleep, an fd's (a socket read, write, accept or connect), a sync
+/// primitive's and a name lookup's ([`net::ToSocketAddrs`](crate::net::ToSocketAddrs));
+/// other blocking calls and plain computation run unbounded, and the result then
+/// only says whether `f` overran.
 ///
 /// # Examples
 ///
@@ -398,7 +405,9 @@ impl std::error::Error for Elapsed {}
 pub fn timeout<T>(duration: Duration, f: impl FnOnce() -> T) -> Result<T, Elapsed> {
     let deadline = Instant::now() + duration;
     let Some(s) = scheduler::in_task() else {
+        let scope = waiter::thread_scope(deadline);
         let value = f();
+        drop(scope);
         return if Instant::now() > deadline { Err(Elapsed) } else { Ok(value) };
     };
     /// Closes the scope if `f` unwinds (a panic, or the task's cancellation).

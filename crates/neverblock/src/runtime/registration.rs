@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use super::scheduler::{self, Scheduler, Wait, Woken};
+use super::waiter;
 use crate::reactor::source::Token;
 use crate::reactor::{poll_blocking, Direction};
 
@@ -82,7 +83,15 @@ impl Registration {
     /// expired; the reactor's error when the fd cannot be registered.
     pub(crate) fn wait(&self, fd: BorrowedFd<'_>, direction: Direction, deadline: Option<Instant>) -> io::Result<()> {
         let Some(s) = scheduler::in_task() else {
-            poll_blocking(fd, direction, deadline)?;
+            let scope = waiter::thread_deadline();
+            let until = match (deadline, scope) {
+                (Some(own), Some(scope)) => Some(own.min(scope)),
+                (own, scope) => own.or(scope),
+            };
+            let ready = poll_blocking(fd, direction, until)?;
+            if !ready && scope.is_some_and(|scope| Instant::now() >= scope) {
+                return Err(timed_out());
+            }
             return Ok(());
         };
         let woken = match self.home_token(&s, fd)? {
@@ -96,7 +105,7 @@ impl Registration {
         };
         match woken {
             Woken::Ready => Ok(()),
-            Woken::TimedOut => Err(io::Error::new(io::ErrorKind::TimedOut, "timed out waiting for the fd")),
+            Woken::TimedOut => Err(timed_out()),
         }
     }
 
@@ -189,6 +198,11 @@ fn park(s: &Scheduler, token: Token, direction: Direction, deadline: Option<Inst
         unwait.task = None;
     }
     woken
+}
+
+/// The error of a wait for an fd that a `timeout` scope ended.
+fn timed_out() -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, "timed out waiting for the fd")
 }
 
 #[cfg(test)]

@@ -67,15 +67,21 @@ pub(super) fn wake_if_here(id: u64, turn: Turn) -> bool {
     }
 }
 
+/// The number of this thread's scheduler, 0 when no runtime runs here.
+#[inline(always)]
+pub(super) fn id() -> u64 {
+    borrow().map_or(0, Scheduler::id)
+}
+
 /// This thread's scheduler, borrowed for a call that does not switch fibers.
 /// Private: a borrow kept across a switch could outlive the runtime, in a fiber
 /// someone continues after it has ended, where an `Rc` from [`get`] keeps it alive.
 #[inline(always)]
 fn borrow<'a>() -> Option<&'a Scheduler> {
     let ptr = RUNNING.get();
-    // SAFETY: non-null, `ptr` points into the `Rc` that `OWNER` holds (see `get`). The two
+    // SAFETY: non-null, `ptr` points into the `Rc` that `OWNER` holds (see `get`). The
     // callers use the reference only for calls that return without switching fibers
-    // (a task-state read, `Scheduler::wake`);
+    // (a task-state read, `Scheduler::wake`, `Scheduler::id`);
     // `OWNER` lets go of it only when `enter`'s guard drops, which happens on the root
     // fiber, after `RUNNING` is null: so not while such a call runs, on any fiber.
     unsafe { ptr.as_ref() }

@@ -2,8 +2,10 @@
 //! runtime runs) or one blocked thread (blocking mode), and `WaitList`, the FIFO
 //! of waiters every fiber-aware sync primitive is built on.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::thread::{self, Thread};
+use std::time::Instant;
 
 use super::scheduler::{self, Wait, Woken};
 use crate::reactor::Turn;
@@ -47,11 +49,44 @@ pub(crate) fn wait_through_timeouts(why: Wait, register: impl FnOnce(Waiter)) {
 fn wait_inner(why: Wait, register: impl FnOnce(Waiter), interruptible: bool) -> Woken {
     let Some(s) = scheduler::in_task() else {
         register(Waiter::Thread(thread::current()));
-        thread::park();
-        return Woken::Ready;
+        let Some(deadline) = thread_deadline().filter(|_| interruptible) else {
+            thread::park();
+            return Woken::Ready;
+        };
+        let left = deadline.saturating_duration_since(Instant::now());
+        if !left.is_zero() {
+            thread::park_timeout(left);
+        }
+        return if Instant::now() >= deadline { Woken::TimedOut } else { Woken::Ready };
     };
     let scheduler = s.id();
     s.park_for_waiter(why, |turn| register(Waiter::Fiber { scheduler, turn }), interruptible)
+}
+
+thread_local! {
+    /// The deadline of the innermost [`timeout`](crate::timeout) scope open on this thread outside
+    /// a runtime (an outer scope's, when that one ends sooner).
+    static THREAD_DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// The deadline of the `timeout` scopes open on this thread outside a runtime, if any: waits on
+/// fds, on sync primitives and for name lookups end there.
+pub(crate) fn thread_deadline() -> Option<Instant> {
+    THREAD_DEADLINE.get()
+}
+
+/// Opens a `timeout` scope ending at `deadline` on this thread, outside a runtime, until the
+/// returned guard drops (also when its closure unwinds).
+pub(crate) fn thread_scope(deadline: Instant) -> impl Drop {
+    struct Scope(Option<Instant>);
+    impl Drop for Scope {
+        fn drop(&mut self) {
+            THREAD_DEADLINE.set(self.0);
+        }
+    }
+    let outer = THREAD_DEADLINE.get();
+    THREAD_DEADLINE.set(Some(outer.map_or(deadline, |outer| outer.min(deadline))));
+    Scope(outer)
 }
 
 /// Waiters in arrival order, each under a ticket so it can leave the line.

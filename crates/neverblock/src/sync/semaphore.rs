@@ -58,7 +58,13 @@ impl Semaphore {
     ///
     /// [`Elapsed`] inside an expired [`timeout`](crate::timeout).
     pub fn acquire(&self) -> Result<Permit<'_>, Elapsed> {
-        self.take()?;
+        self.take(|| ())?;
+        Ok(Permit { semaphore: self })
+    }
+
+    /// Like [`acquire`](Semaphore::acquire), holding what `note` returns while the fiber is parked.
+    pub(crate) fn acquire_noting<N>(&self, note: impl Fn() -> N) -> Result<Permit<'_>, Elapsed> {
+        self.take(note)?;
         Ok(Permit { semaphore: self })
     }
 
@@ -85,7 +91,7 @@ impl Semaphore {
     /// });
     /// ```
     pub fn acquire_owned(self: &Arc<Self>) -> Result<OwnedPermit, Elapsed> {
-        self.take()?;
+        self.take(|| ())?;
         Ok(OwnedPermit { semaphore: Some(self.clone()) })
     }
 
@@ -108,8 +114,9 @@ impl Semaphore {
         woken.into_iter().for_each(|w| w.wake());
     }
 
-    /// Takes a permit (parking while none is free) without a guard to give it back.
-    fn take(&self) -> Result<(), Elapsed> {
+    /// Takes a permit (parking while none is free, holding what `note` returns meanwhile) without a
+    /// guard to give it back.
+    fn take<N>(&self, note: impl Fn() -> N) -> Result<(), Elapsed> {
         loop {
             let mut state = lock(&self.state);
             if state.permits > 0 && state.waiters.is_empty() {
@@ -122,6 +129,7 @@ impl Semaphore {
                     first.wake();
                 }
             }
+            let _noted = note();
             if wait_in(self.what, &self.state, state, |s| &mut s.waiters) == Woken::TimedOut {
                 return Err(Elapsed);
             }

@@ -215,6 +215,83 @@ fn a_runtime_where_nothing_can_wake_a_fiber_reports_a_deadlock() {
     assert!(message.contains("tests/it/runtime.rs:"), "and where each was spawned: {message}");
 }
 
+/// Runs `body` in a runtime on a thread of its own and returns the message the runtime ends with;
+/// fails if it has not ended within 30 seconds (a hang).
+fn deadlock_message_of(body: fn()) -> String {
+    let (done, ended) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let outcome = panic::catch_unwind(AssertUnwindSafe(|| run(body)));
+        let message = match outcome {
+            Ok(()) => "the runtime ended without an error".to_owned(),
+            Err(payload) => payload.downcast_ref::<String>().cloned().unwrap_or_default(),
+        };
+        let _ = done.send(message);
+    });
+    ended.recv_timeout(Duration::from_secs(30)).expect("the runtime reported the deadlock instead of hanging")
+}
+
+/// A raw fiber resumed by the main task locks a Mutex the task holds itself.
+fn lock_held_by_the_resuming_task() {
+    let lock = Rc::new(neverblock::sync::Mutex::new(0));
+    let _held = lock.lock().unwrap();
+    let inner = lock.clone();
+    let fiber = Fiber::new(move |()| drop(inner.lock().unwrap())).unwrap();
+    let _ = fiber.resume(());
+}
+
+/// A raw fiber locks a Mutex and yields; another raw fiber of the same task then locks it.
+fn lock_held_by_a_fiber_that_yielded() {
+    let lock = Rc::new(neverblock::sync::Mutex::new(0));
+    let first = lock.clone();
+    let holder = Fiber::new(move |()| {
+        let _held = first.lock().unwrap();
+        neverblock::fiber::yield_now(()).unwrap();
+    })
+    .unwrap();
+    holder.resume(()).unwrap();
+    let second = lock.clone();
+    let waiter = Fiber::new(move |()| drop(second.lock().unwrap())).unwrap();
+    let _ = waiter.resume(());
+}
+
+#[test]
+fn a_raw_fiber_waiting_on_a_mutex_held_on_its_own_thread_is_reported_as_a_deadlock() {
+    // The test harness's threads live in this process: only knowing that the lock is held on
+    // the runtime's own thread tells the runtime that nothing else can release it.
+    for (scenario, body) in [
+        ("held by its task", lock_held_by_the_resuming_task as fn()),
+        ("held by a fiber that yielded", lock_held_by_a_fiber_that_yielded),
+    ] {
+        let message = deadlock_message_of(body);
+        assert!(message.contains("deadlock") && message.contains("waits on a Mutex"), "{scenario}: {message}");
+    }
+}
+
+#[test]
+fn a_mutex_held_on_another_thread_is_waited_for_not_reported() {
+    let lock = std::sync::Arc::new(neverblock::sync::Mutex::new(0));
+    let (locked, go) = (std::sync::mpsc::channel(), std::sync::mpsc::channel::<()>());
+    let held = lock.clone();
+    let holder = std::thread::spawn(move || {
+        let mut guard = held.lock().unwrap();
+        locked.0.send(()).unwrap();
+        go.1.recv().unwrap();
+        *guard += 1;
+    });
+    locked.1.recv().unwrap();
+    let value = run(move || {
+        let releaser = std::thread::spawn(move || {
+            sleep(Duration::from_millis(50)); // no runtime on this thread: it sleeps
+            go.0.send(()).unwrap();
+        });
+        let value = *lock.lock().unwrap();
+        releaser.join().unwrap();
+        value
+    });
+    holder.join().unwrap();
+    assert_eq!(value, 1, "the fiber waited for the other thread's unlock");
+}
+
 #[test]
 fn cross_thread_send_wakes_a_parked_fiber() {
     let (tx, rx) = unbounded();
@@ -280,6 +357,37 @@ fn outside_a_runtime_the_same_calls_block_the_thread() {
     a.write_all(b"y").unwrap();
     neverblock::io::wait_readable(&b).unwrap();
     assert!(neverblock::try_spawn(|| ()).is_err());
+}
+
+#[test]
+fn outside_a_runtime_a_timeout_ends_the_waits_of_the_runtimes_own_calls() {
+    // Each would wait for ever: nothing releases the permit, sends the message or writes the byte.
+    let (done, ended) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let gate = neverblock::sync::Semaphore::new(0);
+        let permit = timeout(Duration::from_millis(50), || gate.acquire().map(drop));
+        let (_keep, rx) = unbounded::<u8>();
+        let message = timeout(Duration::from_millis(50), || rx.recv());
+        let (_writer, mut reader) = neverblock::net::UnixStream::pair().unwrap();
+        let read = timeout(Duration::from_millis(50), || reader.read(&mut [0; 1]).map_err(|e| e.kind()));
+        let started = Instant::now();
+        let slept = timeout(Duration::from_millis(50), || sleep(Duration::from_secs(30)));
+        let _ = done.send((permit, message, read, slept, started.elapsed()));
+    });
+    let (permit, message, read, slept, sleep_took) =
+        ended.recv_timeout(Duration::from_secs(20)).expect("every wait ended at its deadline");
+    assert_eq!(permit, Err(Elapsed));
+    assert_eq!(message, Err(Elapsed));
+    assert_eq!(read, Err(Elapsed));
+    assert_eq!(slept, Err(Elapsed));
+    assert!(sleep_took < Duration::from_secs(10), "the sleep ended at the deadline: {sleep_took:?}");
+    // Nested scopes: the inner one ends first, and the outer one still holds after it.
+    let inner = timeout(Duration::from_secs(20), || {
+        let gate = neverblock::sync::Semaphore::new(0);
+        let inner = timeout(Duration::from_millis(20), || gate.acquire().map(drop));
+        (inner, timeout(Duration::from_millis(20), || gate.acquire().map(drop)))
+    });
+    assert_eq!(inner, Ok((Err(Elapsed), Err(Elapsed))));
 }
 
 #[test]

@@ -7,6 +7,7 @@
 //! `tasks.rs` is the task table and `root_loop.rs` the loop the root runs.
 
 mod dump;
+pub(crate) mod lock_waits;
 mod root_loop;
 mod tasks;
 
@@ -70,6 +71,9 @@ pub(crate) struct Scheduler {
     /// Tasks parked on a `Waiter`, which another thread may hold: while there are
     /// any, an idle loop waits rather than report a deadlock.
     waiting: Cell<usize>,
+    /// The tasks parked on a lock, and who holds each (`lock_waits.rs`): those held on this
+    /// thread can only be released by this loop.
+    lock_waits: RefCell<Vec<(u64, lock_waits::Holder)>>,
     /// Live tasks, readable from other threads (for "least loaded" placement).
     live_tasks: Arc<AtomicUsize>,
 }
@@ -119,6 +123,7 @@ impl Scheduler {
             main: Cell::new(0),
             interruption: Cell::new(Woken::Ready),
             waiting: Cell::new(0),
+            lock_waits: RefCell::new(Vec::new()),
             live_tasks: Arc::new(AtomicUsize::new(0)),
         })
     }

@@ -46,10 +46,12 @@ impl Scheduler {
             }
             let idle = self.tasks.borrow().queue.is_empty();
             // Parked for good unless another thread wakes one of them: tasks on sync
-            // primitives another thread could hold, checked again every second.
+            // primitives another thread could hold, checked again every second. A lock held on
+            // this thread only this loop can release.
             let stalled =
                 idle && !self.reactor.has_timers() && !self.reactor.has_fd_waiters() && !self.remote.may_wake();
-            if stalled && (self.waiting.get() == 0 || super::dump::alone_in_the_process()) {
+            let wakeable_elsewhere = self.waiting.get().saturating_sub(self.parked_on_own_locks());
+            if stalled && (wakeable_elsewhere == 0 || super::dump::alone_in_the_process()) {
                 return Err(io::Error::new(io::ErrorKind::Deadlock, self.deadlock_report()));
             }
             // While tasks are runnable and nobody waits for an fd or has handed in
