@@ -514,6 +514,48 @@ fn get_drops_bodies_as_it_reads_them_so_memory_does_not_grow_with_them() {
 }
 
 #[test]
+fn get_without_keepalive_opens_a_connection_per_request_even_when_the_server_keeps_them_open() {
+    use std::io::{Read, Write};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    // A server that answers every request keep-alive and never closes, whatever `Connection` says.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap());
+    let (connections, requests) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (accepted, answered) = (connections.clone(), requests.clone());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            accepted.fetch_add(1, Ordering::SeqCst);
+            let answered = answered.clone();
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 1024];
+                while let Ok(n @ 1..) = stream.read(&mut chunk) {
+                    buf.extend_from_slice(&chunk[..n]);
+                    while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        buf.drain(..end + 4);
+                        answered.fetch_add(1, Ordering::SeqCst);
+                        let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+                    }
+                }
+            });
+        }
+    });
+    let args = ["get", &url, "-n", "3", "-c", "1", "--json"];
+    let (status, stdout, stderr) = neverblock_within(&args, std::time::Duration::from_secs(30));
+    assert!(status.success(), "{stderr}");
+    let row: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout} {stderr}"));
+    assert_eq!(row["ok"], 3, "{row}");
+    assert_eq!(requests.load(Ordering::SeqCst), 3);
+    assert_eq!(
+        connections.load(Ordering::SeqCst),
+        3,
+        "a request that sent `Connection: close` is its connection's last"
+    );
+}
+
+#[test]
 fn get_total_timeout_ends_a_request_the_server_never_answers() {
     let url = one_shot_server(|stream| {
         use std::io::Read;

@@ -35,6 +35,7 @@ pub struct ClientBuilder {
     connect_timeout: Duration,
     read_timeout: Duration,
     total_timeout: Option<Duration>,
+    expect_continue_timeout: Duration,
     per_host: usize,
     idle_timeout: Duration,
     redirects: usize,
@@ -48,6 +49,7 @@ impl Default for ClientBuilder {
             connect_timeout: Duration::from_secs(30),
             read_timeout: Duration::from_secs(60),
             total_timeout: None,
+            expect_continue_timeout: Duration::from_secs(1),
             per_host: 64,
             idle_timeout: Duration::from_secs(90),
             redirects: 0,
@@ -104,6 +106,24 @@ impl ClientBuilder {
     /// ```
     pub fn total_timeout(mut self, timeout: Duration) -> ClientBuilder {
         self.total_timeout = Some(timeout);
+        self
+    }
+
+    /// How long a request with `Expect: 100-continue` and a body waits for the server's `100
+    /// Continue` before it sends the body anyway (default 1 s, as curl and Go's default transport):
+    /// a server may not know the expectation. A final answer before then is the response, and the
+    /// body is never sent.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let client = neverblock_http::Client::builder().expect_continue_timeout(Duration::from_millis(300)).build().unwrap();
+    /// # drop(client);
+    /// ```
+    pub fn expect_continue_timeout(mut self, timeout: Duration) -> ClientBuilder {
+        self.expect_continue_timeout = timeout;
         self
     }
 
@@ -198,6 +218,7 @@ impl ClientBuilder {
                 connect_timeout: self.connect_timeout,
                 read_timeout: self.read_timeout,
                 total_timeout: self.total_timeout,
+                expect_continue_timeout: self.expect_continue_timeout,
                 redirects: self.redirects,
                 limits: Limits { max_body: self.max_body as u64, ..Limits::default() },
             }),

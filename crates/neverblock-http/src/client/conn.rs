@@ -46,6 +46,11 @@ impl fmt::Display for DeadlinePassed {
 
 impl std::error::Error for DeadlinePassed {}
 
+/// Whether `e` is the error of a read or write that the request's deadline cut short.
+pub(crate) fn is_deadline(e: &io::Error) -> bool {
+    e.get_ref().is_some_and(|inner| inner.is::<DeadlinePassed>())
+}
+
 impl Socket {
     /// Sets how long each read and write may wait, and the deadline of the request about to use
     /// the connection.

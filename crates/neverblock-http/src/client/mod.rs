@@ -1,7 +1,7 @@
 //! The client: requests, redirects, timeouts and the stale-connection retry, over a keep-alive
 //! pool of plain or TLS connections; responses as streams, or read whole.
 
-use std::io::Read;
+use std::io::{self, Read};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -9,7 +9,7 @@ use rustls::ClientConfig;
 use url::Url;
 
 use crate::error::{Error, ErrorKind};
-use crate::wire::client::{read_response_head, RequestHead, ResponseHead, SendError, Upload};
+use crate::wire::client::{read_continue, read_response_head, Answer, RequestHead, ResponseHead, SendError, Upload};
 use crate::wire::{self, BufferedConn, Limits, WireError};
 use conn::Conn;
 use origin::OriginRef;
@@ -73,6 +73,7 @@ struct Inner {
     connect_timeout: Duration,
     read_timeout: Duration,
     total_timeout: Option<Duration>,
+    expect_continue_timeout: Duration,
     redirects: usize,
     limits: Limits,
 }
@@ -347,7 +348,9 @@ impl Client {
         }
     }
 
-    /// Sends the request on `conn` and reads the response's head.
+    /// Sends the request on `conn` and reads the response's head. A request that asks for `100
+    /// Continue` sends its body only once that comes, or nothing has come within the client's
+    /// `expect_continue_timeout`; a final answer before it is returned without the body ever sent.
     fn exchange(
         &self,
         mut conn: PooledConn,
@@ -356,11 +359,28 @@ impl Client {
         url: &Arc<Url>,
         deadline: Option<(Duration, Instant)>,
     ) -> Result<(PooledConn, ResponseHead), Attempt> {
+        let deadline_at = deadline.map(|(_, at)| at);
         let socket = conn.get_mut().socket();
-        let set = socket.set_budget(self.inner.read_timeout, deadline.map(|(_, at)| at));
+        let set = socket.set_budget(self.inner.read_timeout, deadline_at);
         set.map_err(|e| Attempt::Failed(Error::io("set socket timeouts", e)))?;
-        let sent = conn.send_request(head, body);
         let is_head = head.method == "HEAD";
+        let sent = if head.expects_continue() && body.has_bytes() {
+            match conn.send_head(head, body) {
+                Ok(()) => match self.await_continue(&mut conn, is_head, deadline_at) {
+                    Ok(None) => conn.send_body(body),
+                    Ok(Some(mut response)) => {
+                        // The server answered without the body it was told of: the connection
+                        // cannot carry another request.
+                        response.keep_alive = false;
+                        return Ok((conn, response));
+                    }
+                    Err(e) => return Err(read_failure(url, e, None)),
+                },
+                Err(e) => Err(e),
+            }
+        } else {
+            conn.send_request(head, body)
+        };
         let unsent = match sent {
             Ok(()) => None,
             Err(SendError::Body(e)) => {
@@ -372,18 +392,49 @@ impl Client {
             Err(SendError::Conn(e)) if wire::is_disconnect(&e) => Some(e),
             Err(SendError::Conn(e)) => return Err(Attempt::Failed(Error::io(&format!("send to {url}"), e))),
         };
-        match (read_response_head(&mut conn, is_head, &self.inner.limits), unsent) {
-            (Ok(mut response), unsent) => {
-                // A request cut short leaves the connection in no state to carry another.
-                response.keep_alive &= unsent.is_none();
+        match read_response_head(&mut conn, is_head, &self.inner.limits) {
+            Ok(mut response) => {
+                // A request cut short leaves the connection in no state to carry another, and one
+                // that asked to close it is the last on it.
+                response.keep_alive &= unsent.is_none() && !head.asks_close();
                 Ok((conn, response))
             }
-            (Err(WireError::NoResponse(_)), Some(e)) => {
-                Err(Attempt::Stale(Error::io(&format!("{url}: the connection closed while sending the request"), e)))
-            }
-            (Err(e @ WireError::NoResponse(_)), None) => Err(Attempt::Stale(Error::wire(url.as_str(), e))),
-            (Err(e), _) => Err(Attempt::Failed(Error::wire(url.as_str(), e))),
+            Err(e) => Err(read_failure(url, e, unsent)),
         }
+    }
+
+    /// Waits for the server's word on a request that asked for `100 Continue`: `None` to send the
+    /// body (it came, or nothing came within `expect_continue_timeout`), or the final response the
+    /// server gave without it.
+    fn await_continue(
+        &self,
+        conn: &mut PooledConn,
+        is_head: bool,
+        deadline: Option<Instant>,
+    ) -> Result<Option<ResponseHead>, WireError> {
+        let wait = self.inner.read_timeout.min(self.inner.expect_continue_timeout);
+        conn.get_mut().socket().set_budget(wait, deadline)?;
+        let answer = read_continue(conn, is_head, &self.inner.limits);
+        conn.get_mut().socket().set_budget(self.inner.read_timeout, deadline)?;
+        match answer {
+            Ok(Answer::Continue) => Ok(None),
+            Ok(Answer::Final(response)) => Ok(Some(response)),
+            // Silence: the server may not know the expectation (RFC 9110 §10.1.1).
+            Err(WireError::Io(e)) if e.kind() == io::ErrorKind::TimedOut && !conn::is_deadline(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// How an exchange whose response head could not be read failed: stale (the connection closed
+/// before any byte of an answer, perhaps as the request was sent, `unsent`), or for good.
+fn read_failure(url: &Url, e: WireError, unsent: Option<io::Error>) -> Attempt {
+    match (e, unsent) {
+        (WireError::NoResponse(_), Some(e)) => {
+            Attempt::Stale(Error::io(&format!("{url}: the connection closed while sending the request"), e))
+        }
+        (e @ WireError::NoResponse(_), None) => Attempt::Stale(Error::wire(url.as_str(), e)),
+        (e, _) => Attempt::Failed(Error::wire(url.as_str(), e)),
     }
 }
 

@@ -42,6 +42,23 @@ impl Upload<'_> {
     pub(crate) fn is_replayable(&self) -> bool {
         matches!(self, Upload::Bytes(_))
     }
+
+    /// Whether there are body bytes to send (a stream of unknown length may have some).
+    pub(crate) fn has_bytes(&self) -> bool {
+        match self {
+            Upload::Bytes(bytes) => !bytes.is_empty(),
+            Upload::Reader { len, .. } => *len != Some(0),
+        }
+    }
+
+    /// What the head announces of this body.
+    fn declared(&self) -> Declared {
+        match self {
+            Upload::Bytes(bytes) => Declared::Bytes(bytes.len()),
+            Upload::Reader { len: Some(len), .. } => Declared::Length(*len),
+            Upload::Reader { len: None, .. } => Declared::Chunked,
+        }
+    }
 }
 
 impl fmt::Debug for Upload<'_> {
@@ -68,9 +85,30 @@ impl<S: Write> BufferedConn<S> {
     /// piece with the head.
     pub(crate) fn send_request(&mut self, head: &RequestHead<'_>, body: &mut Upload<'_>) -> Result<(), SendError> {
         self.out.clear();
+        head.write_to(&mut self.out, body.declared());
+        self.send_after_out(body)
+    }
+
+    /// Writes `head` alone, announcing `body`, and flushes it: for a request that waits for the
+    /// server's `100 Continue` before its body ([`send_body`](Self::send_body)).
+    pub(crate) fn send_head(&mut self, head: &RequestHead<'_>, body: &Upload<'_>) -> Result<(), SendError> {
+        self.out.clear();
+        head.write_to(&mut self.out, body.declared());
+        self.stream.write_all(&self.out).map_err(SendError::Conn)?;
+        self.out.clear();
+        self.stream.flush().map_err(SendError::Conn)
+    }
+
+    /// Writes `body`, whose head went out already, and flushes it.
+    pub(crate) fn send_body(&mut self, body: &mut Upload<'_>) -> Result<(), SendError> {
+        self.out.clear();
+        self.send_after_out(body)
+    }
+
+    /// Writes what `out` holds (a head, or nothing), then `body`, and flushes them.
+    fn send_after_out(&mut self, body: &mut Upload<'_>) -> Result<(), SendError> {
         match body {
             Upload::Bytes(bytes) => {
-                head.write_to(&mut self.out, Declared::Bytes(bytes.len()));
                 let coalesce = bytes.len() <= COALESCE;
                 if coalesce {
                     self.out.extend_from_slice(bytes);
@@ -80,14 +118,8 @@ impl<S: Write> BufferedConn<S> {
                     self.stream.write_all(bytes).map_err(SendError::Conn)?;
                 }
             }
-            Upload::Reader { reader, len: Some(len) } => {
-                head.write_to(&mut self.out, Declared::Length(*len));
-                self.send_sized(&mut **reader, *len)?;
-            }
-            Upload::Reader { reader, len: None } => {
-                head.write_to(&mut self.out, Declared::Chunked);
-                self.send_chunked(&mut **reader)?;
-            }
+            Upload::Reader { reader, len: Some(len) } => self.send_sized(&mut **reader, *len)?,
+            Upload::Reader { reader, len: None } => self.send_chunked(&mut **reader)?,
         }
         self.stream.flush().map_err(SendError::Conn)
     }
@@ -209,6 +241,26 @@ impl RequestHead<'_> {
         Ok(())
     }
 
+    /// Whether the request asks to close the connection after its answer (`close` in a
+    /// `Connection` field): then no other request may follow it there (RFC 9112 §9.6).
+    pub(crate) fn asks_close(&self) -> bool {
+        self.field_lists("connection", "close")
+    }
+
+    /// Whether the request asks the server for `100 Continue` before its body (`Expect:
+    /// 100-continue`, RFC 9110 §10.1.1).
+    pub(crate) fn expects_continue(&self) -> bool {
+        self.field_lists("expect", "100-continue")
+    }
+
+    /// Whether a field called `name` (lowercase) lists `element`, in any case.
+    fn field_lists(&self, name: &str, element: &str) -> bool {
+        self.headers
+            .iter()
+            .filter(|(field, _)| is_named(field.as_bytes(), name.as_bytes()))
+            .any(|(_, value)| elements(value.as_bytes()).any(|e| e.eq_ignore_ascii_case(element.as_bytes())))
+    }
+
     /// Appends the head to `out`: the request line, `Host`, the header fields, and the framing of
     /// `body`. Write only a head that passed [`check`](Self::check).
     pub(crate) fn write_to(&self, out: &mut Vec<u8>, body: Declared) {
@@ -283,6 +335,42 @@ pub(crate) fn read_response_head<S: Read>(
     request_was_head: bool,
     limits: &Limits,
 ) -> Result<ResponseHead, WireError> {
+    match read_until(conn, request_was_head, limits, false)? {
+        Answer::Final(head) => Ok(head),
+        Answer::Continue => unreachable!("interim responses are skipped"),
+    }
+}
+
+/// What the server answered a request that waits for `100 Continue` before its body.
+#[derive(Debug)]
+pub(crate) enum Answer {
+    /// `100 Continue`: send the body.
+    Continue,
+    /// A final response, given without the body.
+    Final(ResponseHead),
+}
+
+/// Reads the server's answer to a head that asked for `100 Continue`: that, or the final
+/// response; other interim responses are skipped, up to [`MAX_INTERIM`].
+///
+/// # Errors
+///
+/// As [`read_response_head`].
+pub(crate) fn read_continue<S: Read>(
+    conn: &mut BufferedConn<S>,
+    request_was_head: bool,
+    limits: &Limits,
+) -> Result<Answer, WireError> {
+    read_until(conn, request_was_head, limits, true)
+}
+
+/// Reads response heads until a final one, or, with `to_continue`, a `100 Continue`.
+fn read_until<S: Read>(
+    conn: &mut BufferedConn<S>,
+    request_was_head: bool,
+    limits: &Limits,
+    to_continue: bool,
+) -> Result<Answer, WireError> {
     let mut interim = 0;
     let (status, version, head) = loop {
         let (status, version, head) = read_head(conn, limits, interim == 0)?;
@@ -291,6 +379,9 @@ pub(crate) fn read_response_head<S: Read>(
         }
         if status >= 200 || status == 101 {
             break (status, version, head);
+        }
+        if status == 100 && to_continue {
+            return Ok(Answer::Continue);
         }
         interim += 1;
         if interim > MAX_INTERIM {
@@ -303,7 +394,7 @@ pub(crate) fn read_response_head<S: Read>(
     let no_body = request_was_head || matches!(status, 101 | 204 | 304);
     let keep_alive = rules.persistent(version);
     let framing = if no_body { Framing::None } else { framing(rules)? };
-    Ok(ResponseHead { status, version, head, framing, keep_alive })
+    Ok(Answer::Final(ResponseHead { status, version, head, framing, keep_alive }))
 }
 
 /// What a head says about its body's framing and its connection, gathered in one pass over its

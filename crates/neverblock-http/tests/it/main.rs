@@ -7,6 +7,8 @@ mod access_log;
 #[cfg(feature = "client")]
 mod client;
 #[cfg(feature = "client")]
+mod client_expect;
+#[cfg(feature = "client")]
 mod client_rfc;
 #[cfg(feature = "client")]
 mod client_stream;
