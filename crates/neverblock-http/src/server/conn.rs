@@ -169,7 +169,8 @@ fn exchange(lp: &Loop, conn: &mut BufferedConn<Socket>, head: &Head, message: &M
 }
 
 /// Reads and drops the rest of an unread request body, up to [`DRAIN_LIMIT`]; returns whether it
-/// ended.
+/// ended. When it did not (too long, malformed, cut short), the connection closes gently: what
+/// the client still sends must not reset it while the response is on its way.
 fn drain(conn: &mut BufferedConn<Socket>, state: &mut BodyState, socket: &Socket) -> bool {
     let mut drained = 0;
     while drained <= DRAIN_LIMIT {
@@ -180,7 +181,7 @@ fn drain(conn: &mut BufferedConn<Socket>, state: &mut BodyState, socket: &Socket
                 state.decoder.consume(conn, n);
                 drained += n as u64;
             }
-            Err(_) => return false,
+            Err(_) => break,
         }
     }
     linger(socket);

@@ -318,3 +318,37 @@ fn ranges_past_4_gib_are_served() {
     assert_eq!((sent.status, sent.body.len()), (206, 100_000), "by sendfile, from past 4 GiB");
     assert!(sent.body.ends_with(b"\0END"));
 }
+
+#[test]
+fn a_malformed_chunked_body_after_a_large_file_leaves_the_whole_file_to_arrive() {
+    // The handler never reads the body; the server finds it malformed only when it drains it,
+    // after the response went out. A byte the client sends after that must not reset the
+    // connection while the file is still queued for it.
+    let tree = TempDir::new("drain");
+    tree.write("big.bin", pattern(1 << 20));
+    let server = Running::start(StaticFiles::new(tree.path()).unwrap());
+    let mut stream = server.connect();
+    stream.write_all(b"GET /big.bin HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n").unwrap();
+    neverblock::sleep(std::time::Duration::from_millis(20));
+    stream.write_all(b"a").unwrap();
+    let answer = crate::serving::read_all_bytes(&mut stream);
+    let reply = replies(&answer).into_iter().next().expect("an answer");
+    assert_eq!((reply.status, reply.header("content-length")), (200, Some("1048576")));
+    assert_eq!(reply.body.len(), 1 << 20, "the whole file arrived");
+    assert!(reply.body == pattern(1 << 20), "and it is the file");
+}
+
+#[test]
+fn a_name_longer_than_the_file_system_allows_is_not_found_and_a_path_too_long_to_serve_is_414() {
+    crate::logs::capture();
+    let site = site();
+    let long_name = format!("/{}", "n".repeat(256));
+    let reply = site.get(&long_name, "");
+    assert_eq!(reply.status, 404, "{}", reply.text());
+    let long_path: String = (0..20).map(|i| format!("/{i:02}{}", "p".repeat(240))).collect();
+    let reply = site.get(&long_path, "");
+    assert_eq!(reply.status, 414, "{}", reply.text());
+    assert!(crate::logs::lines_containing(&"n".repeat(256)).is_empty(), "no warning or error names the request");
+    assert!(crate::logs::lines_containing(&"p".repeat(240)).is_empty(), "no warning or error names the request");
+    assert!(crate::logs::lines_containing("name too long").is_empty(), "no warning or error about the open");
+}

@@ -29,12 +29,17 @@ use conditional::{Conditions, Outcome, Validators};
 use open::Root;
 use range::Selection;
 
+/// The longest path Linux takes, in bytes with its NUL (`PATH_MAX`): a longer target is answered
+/// 414, as too long to serve.
+const PATH_MAX: usize = 4096;
+
 /// A [`Handler`] that serves the files under a directory.
 ///
 /// GET and HEAD only (others get 405). A directory's URL without its trailing slash is redirected
 /// (301) to it; with it, its `index.html` is served, and without one the answer is 403: no
 /// listings. Paths with `..` (plain or percent-encoded), an encoded slash or a NUL byte get 400;
-/// paths that lead out of the root through a symbolic link get 404 (and a log line). When the
+/// paths that lead out of the root through a symbolic link get 404 (and a log line), as do names
+/// longer than the file system allows (a whole path longer than the kernel takes: 414). When the
 /// client accepts gzip and `name.gz` exists beside `name`, that is sent with
 /// `Content-Encoding: gzip` (every response carries `Vary: Accept-Encoding`, unless
 /// [`precompressed`](StaticFiles::precompressed) is turned off). `Range` gets a 206 for one range,
@@ -255,6 +260,16 @@ impl StaticFiles {
             }
             _ if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
                 error_response(404, "no such file")
+            }
+            // A name longer than the file system allows names no file; a whole path longer than
+            // the kernel takes is a target too long to serve.
+            io::ErrorKind::InvalidFilename => {
+                log::debug!("{} asked for a path the file system cannot name: {e}", request.peer_addr());
+                if request.path().len() >= PATH_MAX {
+                    error_response(414, "the path is longer than the file system allows")
+                } else {
+                    error_response(404, "no such file")
+                }
             }
             _ => {
                 log::error!("opening {} under {}: {e}", request.path(), self.root.path().display());
