@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use neverblock_http::server::{
-    AccessLog, Exchange, Handler, LogFormat, Metrics, Proxy, Request, Response, Server, StaticFiles, XSendfile,
+    AccessLog, Exchange, Handler, LogFormat, Metrics, Proxy, Server, StaticFiles, XSendfile,
 };
 
 /// Options of `neverblock serve`.
@@ -94,7 +94,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         ),
     }
     let handler: Box<dyn Handler> = match (files, upstream) {
-        (Some(files), Some(upstream)) => Box::new(FilesThenUpstream { files, upstream }),
+        (Some(files), Some(upstream)) => Box::new(files.then(upstream)),
         (Some(files), None) => Box::new(files),
         (None, Some(upstream)) => upstream,
         (None, None) => unreachable!("without --upstream there is a directory"),
@@ -102,14 +102,14 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     let handler: Box<dyn Handler> = match (&metrics, &args.metrics_path) {
         (Some(metrics), Some(path)) => {
             metrics.watch(&server.handle());
-            Box::new(metrics.serve(path, BoxedHandler(handler)))
+            Box::new(metrics.serve(path, handler))
         }
         _ => handler,
     };
     if let (Some(log), Some(_)) = (&log, &args.access_log_file) {
         reopen_on_sighup(log.clone());
     }
-    let served = server.run(BoxedHandler(handler));
+    let served = server.run(handler);
     if let Some(log) = log {
         log.close();
     }
@@ -122,7 +122,7 @@ fn upstream(args: &ServeArgs, metrics: Option<&Metrics>) -> anyhow::Result<Optio
     let Some(url) = &args.upstream else { return Ok(None) };
     let mut proxy = Proxy::new(url).context("--upstream")?.timeout(args.upstream_timeout);
     if let Some(metrics) = metrics {
-        proxy = proxy.metrics(metrics);
+        proxy = proxy.observe(metrics.proxy_observer());
     }
     if args.x_sendfile_root.is_none() && args.x_accel_location.is_empty() {
         return Ok(Some(Box::new(proxy)));
@@ -142,25 +142,6 @@ fn parse_location(text: &str) -> Result<(String, PathBuf), String> {
     match text.split_once('=') {
         Some((prefix, dir)) if prefix.starts_with('/') && !dir.is_empty() => Ok((prefix.to_owned(), dir.into())),
         _ => Err(format!("{text:?} is not PREFIX=DIR with a PREFIX that starts with `/`")),
-    }
-}
-
-/// The files under a directory, and for what none of them answers (and methods other than GET and
-/// HEAD), the upstream: nginx's `try_files $uri $uri/ @upstream`.
-struct FilesThenUpstream {
-    files: StaticFiles,
-    upstream: Box<dyn Handler>,
-}
-
-impl Handler for FilesThenUpstream {
-    fn handle(&self, request: &mut Request<'_>) -> Response {
-        if matches!(request.method(), "GET" | "HEAD") {
-            let response = self.files.serve(request);
-            if response.status() != 404 {
-                return response;
-            }
-        }
-        self.upstream.handle(request)
     }
 }
 
@@ -208,14 +189,5 @@ fn reopen_on_sighup(log: AccessLog) {
     });
     if let Err(e) = watcher {
         log::warn!("no thread to watch for SIGHUP ({e}); the access log will not be reopened on it");
-    }
-}
-
-/// A handler chosen at start-up.
-struct BoxedHandler(Box<dyn Handler>);
-
-impl Handler for BoxedHandler {
-    fn handle(&self, request: &mut Request<'_>) -> Response {
-        self.0.handle(request)
     }
 }

@@ -51,6 +51,8 @@
 #[cfg(feature = "client")]
 mod client;
 mod error;
+#[cfg(any(feature = "client", feature = "server"))]
+mod head_access;
 #[cfg(feature = "server")]
 pub mod server;
 mod version;
@@ -60,4 +62,7 @@ mod wire;
 #[cfg(feature = "client")]
 pub use client::{get, post, Client, ClientBuilder, Request, Response, ResponseStream};
 pub use error::{Error, ErrorKind};
+/// URLs as the client takes them: the `url` crate's.
+#[cfg(feature = "client")]
+pub use url::Url;
 pub use version::Version;

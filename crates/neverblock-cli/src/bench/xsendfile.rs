@@ -89,7 +89,7 @@ pub(crate) fn run(args: XSendfileArgs) -> anyhow::Result<()> {
             for (way, &(_, at, mode)) in ways.iter().enumerate() {
                 let target = format!("/file?path=file.bin&mode={mode}");
                 let download = Download::get(at, &target, file.clone(), args.rate);
-                settle(app.addr, args.app_workers)?;
+                wait_until_workers_free(app.addr, args.app_workers)?;
                 runs[way].push(downloads::run(&download, clients, args.window));
             }
         }
@@ -104,7 +104,7 @@ pub(crate) fn run(args: XSendfileArgs) -> anyhow::Result<()> {
 /// Waits until every one of the application's workers is free again: downloads the last window
 /// left behind (a proxy still reading a body its client dropped) would otherwise hold up the next
 /// window's first requests. Free means `workers` requests at once each answered within 100 ms.
-fn settle(addr: SocketAddr, workers: usize) -> anyhow::Result<()> {
+fn wait_until_workers_free(addr: SocketAddr, workers: usize) -> anyhow::Result<()> {
     use std::io::{Read, Write};
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {

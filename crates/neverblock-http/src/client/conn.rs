@@ -16,8 +16,8 @@ use neverblock::net::{TcpStream, ToSocketAddrs};
 /// A connection's byte stream.
 #[derive(Debug)]
 pub(crate) enum Conn {
-    Plain(Socket),
-    Tls(Box<StreamOwned<ClientConnection, Socket>>),
+    Plain(BoundedStream),
+    Tls(Box<StreamOwned<ClientConnection, BoundedStream>>),
 }
 
 /// A TCP stream whose every read and write waits at most the read timeout, and never past the
@@ -25,7 +25,7 @@ pub(crate) enum Conn {
 /// that sends a byte now and then cannot stretch a request past its total timeout, in a fiber or
 /// outside a runtime alike (where no fiber timeout could cut the call short).
 #[derive(Debug)]
-pub(crate) struct Socket {
+pub(crate) struct BoundedStream {
     tcp: TcpStream,
     /// The longest one read or write may wait.
     timeout: Duration,
@@ -51,10 +51,10 @@ pub(crate) fn is_deadline(e: &io::Error) -> bool {
     e.get_ref().is_some_and(|inner| inner.is::<DeadlinePassed>())
 }
 
-impl Socket {
+impl BoundedStream {
     /// Sets how long each read and write may wait, and the deadline of the request about to use
     /// the connection.
-    pub(crate) fn set_budget(&mut self, timeout: Duration, deadline: Option<Instant>) -> io::Result<()> {
+    pub(crate) fn set_timeouts(&mut self, timeout: Duration, deadline: Option<Instant>) -> io::Result<()> {
         self.timeout = timeout;
         self.deadline = deadline;
         if deadline.is_none() {
@@ -87,13 +87,13 @@ impl Socket {
     }
 }
 
-impl Read for Socket {
+impl Read for BoundedStream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.bounded(TcpStream::set_read_timeout, |mut tcp| tcp.read(buf))
     }
 }
 
-impl Write for Socket {
+impl Write for BoundedStream {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.bounded(TcpStream::set_write_timeout, |mut tcp| tcp.write(buf))
     }
@@ -125,7 +125,7 @@ impl Conn {
             last.unwrap_or_else(|| Error::new(ErrorKind::Resolve, format!("resolve {host}: no address")))
         })?;
         stream.set_nodelay(true).map_err(|e| Error::io("set TCP_NODELAY", e))?;
-        let stream = Socket { tcp: stream, timeout: Duration::MAX, deadline: None };
+        let stream = BoundedStream { tcp: stream, timeout: Duration::MAX, deadline: None };
         if !origin.tls {
             return Ok(Conn::Plain(stream));
         }
@@ -136,7 +136,7 @@ impl Conn {
         Ok(Conn::Tls(Box::new(StreamOwned::new(session, stream))))
     }
 
-    pub(crate) fn socket(&mut self) -> &mut Socket {
+    pub(crate) fn stream(&mut self) -> &mut BoundedStream {
         match self {
             Conn::Plain(s) => s,
             Conn::Tls(s) => &mut s.sock,

@@ -7,8 +7,10 @@ use std::sync::{Arc, OnceLock};
 
 use super::Client;
 use crate::error::Error;
+use crate::head_access::head_accessors;
 use crate::wire::head::Head;
 use crate::Version;
+use url::Url;
 
 /// `GET url` with the process's shared default [`Client`].
 ///
@@ -68,7 +70,7 @@ pub struct Request {
     pub(super) url: String,
     /// `url` parsed and checked (http or https, with a host) once, so a request sent many times is
     /// parsed once (`None`: invalid, reported when sent); shared with the responses it answers.
-    pub(super) parsed: Option<Arc<url::Url>>,
+    pub(super) parsed: Option<Arc<Url>>,
     pub(super) headers: Vec<(String, String)>,
     pub(super) body: Vec<u8>,
 }
@@ -88,18 +90,34 @@ impl Request {
         Request { method: method.into(), url, parsed, headers: Vec::new(), body: Vec::new() }
     }
 
-    /// A request for `url`, parsed and checked already: a proxy makes each request's URL from its
-    /// upstream's, parsed once, instead of parsing a string per request.
-    #[cfg(feature = "server")]
-    pub(crate) fn for_url(method: &str, url: url::Url) -> Request {
+    /// A request for `url`, parsed already: for code that makes many URLs from one (a proxy makes
+    /// each request's from its upstream's) without parsing a string per request.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidUrl`](crate::ErrorKind::InvalidUrl) if `url` is not an `http` or `https`
+    /// URL with a host.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::{Request, Url};
+    ///
+    /// let base = Url::parse("http://127.0.0.1:8080/api/").unwrap();
+    /// let request = Request::from_url("GET", base.join("items/7").unwrap()).unwrap();
+    /// assert_eq!(request.url(), "http://127.0.0.1:8080/api/items/7");
+    /// assert!(Request::from_url("GET", Url::parse("ftp://h/").unwrap()).is_err());
+    /// ```
+    pub fn from_url(method: impl Into<String>, url: Url) -> Result<Request, Error> {
+        super::check_scheme(&url)?;
         let text = url.as_str().to_owned();
-        Request {
-            method: method.to_owned(),
+        Ok(Request {
+            method: method.into(),
             url: text,
             parsed: Some(Arc::new(url)),
             headers: Vec::new(),
             body: Vec::new(),
-        }
+        })
     }
 
     /// Adds a header.
@@ -171,6 +189,8 @@ pub struct Response {
     pub(super) url: Arc<url::Url>,
 }
 
+head_accessors!(Response, "neverblock_http::Response", |response| head: Some(&response.head), version: Version = response.version);
+
 impl Response {
     /// The status code.
     ///
@@ -184,18 +204,6 @@ impl Response {
         self.status
     }
 
-    /// The HTTP version the server answered in.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// let response = neverblock_http::get("http://127.0.0.1:8080/").unwrap();
-    /// assert_eq!(response.version(), neverblock_http::Version::Http11);
-    /// ```
-    pub fn version(&self) -> Version {
-        self.version
-    }
-
     /// The reason phrase.
     ///
     /// # Examples
@@ -206,33 +214,6 @@ impl Response {
     /// ```
     pub fn reason(&self) -> &str {
         self.head.reason()
-    }
-
-    /// The first header called `name` (any case), if its value is UTF-8.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// let response = neverblock_http::get("http://127.0.0.1:8080/").unwrap();
-    /// let kind = response.header("content-type").unwrap_or("application/octet-stream");
-    /// # drop(kind);
-    /// ```
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.head.get(name).and_then(|v| std::str::from_utf8(v).ok())
-    }
-
-    /// Every header, in the order received.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// let response = neverblock_http::get("http://127.0.0.1:8080/").unwrap();
-    /// for (name, value) in response.headers() {
-    ///     println!("{name}: {}", String::from_utf8_lossy(value));
-    /// }
-    /// ```
-    pub fn headers(&self) -> impl Iterator<Item = (&str, &[u8])> {
-        self.head.fields()
     }
 
     /// The body.

@@ -328,7 +328,7 @@ impl Client {
             ResponseStream::new(url.clone(), response, conn, (host.clone(), slot), &self.inner.limits, deadline)
         };
         if let Some(conn) = host.take_idle(!replayable) {
-            match self.exchange(conn, &head, body, url, deadline) {
+            match self.send_on(conn, &head, body, url, deadline) {
                 Err(Attempt::Stale(e)) if !replayable => {
                     return Err(Error::new(
                         ErrorKind::Reset,
@@ -342,7 +342,7 @@ impl Client {
         }
         let connect_timeout = bound(self.inner.connect_timeout, deadline);
         let conn = Box::new(BufferedConn::new(Conn::open(host.origin(), connect_timeout, &self.inner.tls)?));
-        match self.exchange(conn, &head, body, url, deadline) {
+        match self.send_on(conn, &head, body, url, deadline) {
             Ok(exchanged) => Ok(respond(exchanged)),
             Err(Attempt::Stale(e) | Attempt::Failed(e)) => Err(e),
         }
@@ -351,7 +351,7 @@ impl Client {
     /// Sends the request on `conn` and reads the response's head. A request that asks for `100
     /// Continue` sends its body only once that comes, or nothing has come within the client's
     /// `expect_continue_timeout`; a final answer before it is returned without the body ever sent.
-    fn exchange(
+    fn send_on(
         &self,
         mut conn: PooledConn,
         head: &RequestHead<'_>,
@@ -360,8 +360,8 @@ impl Client {
         deadline: Option<(Duration, Instant)>,
     ) -> Result<(PooledConn, ResponseHead), Attempt> {
         let deadline_at = deadline.map(|(_, at)| at);
-        let socket = conn.get_mut().socket();
-        let set = socket.set_budget(self.inner.read_timeout, deadline_at);
+        let stream = conn.get_mut().stream();
+        let set = stream.set_timeouts(self.inner.read_timeout, deadline_at);
         set.map_err(|e| Attempt::Failed(Error::io("set socket timeouts", e)))?;
         let is_head = head.method == "HEAD";
         let sent = if head.expects_continue() && body.has_bytes() {
@@ -413,9 +413,9 @@ impl Client {
         deadline: Option<Instant>,
     ) -> Result<Option<ResponseHead>, WireError> {
         let wait = self.inner.read_timeout.min(self.inner.expect_continue_timeout);
-        conn.get_mut().socket().set_budget(wait, deadline)?;
+        conn.get_mut().stream().set_timeouts(wait, deadline)?;
         let answer = read_continue(conn, is_head, &self.inner.limits);
-        conn.get_mut().socket().set_budget(self.inner.read_timeout, deadline)?;
+        conn.get_mut().stream().set_timeouts(self.inner.read_timeout, deadline)?;
         match answer {
             Ok(Answer::Continue) => Ok(None),
             Ok(Answer::Final(response)) => Ok(Some(response)),
@@ -490,7 +490,7 @@ fn replayable(method: &str, headers: &[(String, String)]) -> bool {
 }
 
 /// A connect timeout, no later than the request's deadline (reads and writes are bounded by the
-/// connection's own [`Socket`](conn::Socket)).
+/// connection's own [`BoundedStream`](conn::BoundedStream)).
 fn bound(timeout: Duration, deadline: Option<(Duration, Instant)>) -> Duration {
     match deadline {
         Some((_, d)) => timeout.min(d.saturating_duration_since(Instant::now()).max(Duration::from_millis(1))),

@@ -12,6 +12,7 @@ use url::Url;
 use super::message::Response;
 use super::pool::{Host, PooledConn};
 use crate::error::{Error, ErrorKind};
+use crate::head_access::head_accessors;
 use crate::wire::body::Decoder;
 use crate::wire::client::ResponseHead;
 use crate::wire::head::Head;
@@ -107,6 +108,8 @@ struct Lease {
     total: Option<(Duration, Instant)>,
 }
 
+head_accessors!(ResponseStream, "neverblock_http::ResponseStream", |stream| head: Some(&stream.head), version: Version = stream.version);
+
 impl ResponseStream {
     /// The response whose head `head` is, its body still to come on `conn`, which holds the
     /// host's `slot` until the body ends. `limits` bound the trailers; the body itself is not bounded.
@@ -155,20 +158,6 @@ impl ResponseStream {
         self.status
     }
 
-    /// The HTTP version the server answered in.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// use neverblock_http::{Client, Request, Version};
-    ///
-    /// let response = Client::new().send(&Request::new("GET", "http://127.0.0.1:8080/")).unwrap();
-    /// assert_eq!(response.version(), Version::Http11);
-    /// ```
-    pub fn version(&self) -> Version {
-        self.version
-    }
-
     /// The reason phrase (empty if the server sent none, or one that is not text).
     ///
     /// # Examples
@@ -181,53 +170,6 @@ impl ResponseStream {
     /// ```
     pub fn reason(&self) -> &str {
         self.head.reason()
-    }
-
-    /// The value of the first header field called `name` (any case), if it is UTF-8.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// let response = neverblock_http::Client::new()
-    ///     .send(&neverblock_http::Request::new("GET", "http://127.0.0.1:8080/"))
-    ///     .unwrap();
-    /// let kind = response.header("content-type").unwrap_or("application/octet-stream");
-    /// # drop(kind);
-    /// ```
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.header_bytes(name).and_then(|v| std::str::from_utf8(v).ok())
-    }
-
-    /// The value of the first header field called `name` (any case), as sent.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// let response = neverblock_http::Client::new()
-    ///     .send(&neverblock_http::Request::new("GET", "http://127.0.0.1:8080/"))
-    ///     .unwrap();
-    /// let tag: Option<&[u8]> = response.header_bytes("etag");
-    /// # drop(tag);
-    /// ```
-    pub fn header_bytes(&self, name: &str) -> Option<&[u8]> {
-        self.head.get(name)
-    }
-
-    /// Every header field in the order received, repeated names kept, each name as sent and its
-    /// value without surrounding blanks (a folded value's line breaks replaced by spaces): what a
-    /// proxy passes on.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// let response = neverblock_http::Client::new()
-    ///     .send(&neverblock_http::Request::new("GET", "http://127.0.0.1:8080/"))
-    ///     .unwrap();
-    /// let cookies = response.headers().filter(|(name, _)| name.eq_ignore_ascii_case("set-cookie")).count();
-    /// println!("{cookies} cookies");
-    /// ```
-    pub fn headers(&self) -> impl Iterator<Item = (&str, &[u8])> {
-        self.head.fields()
     }
 
     /// How long the body is, when its framing says: `Some(n)` for a `Content-Length` body,

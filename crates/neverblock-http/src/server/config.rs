@@ -8,7 +8,7 @@ use std::time::Duration;
 use neverblock::net::TcpListener;
 
 use super::exchange::Exchange;
-use super::shutdown::Shared;
+use super::shutdown::ServerState;
 use super::{Handler, Server};
 use crate::error::{Error, ErrorKind};
 use crate::wire::{Limits, MAX_HEADERS_CAP};
@@ -357,7 +357,7 @@ impl ServerBuilder {
         for _ in 1..workers {
             listeners.push(bind(addr)?);
         }
-        Ok(Server { listeners, addr, settings: self, shared: Arc::new(Shared::new(workers)) })
+        Ok(Server { listeners, addr, settings: self, state: Arc::new(ServerState::new(workers)) })
     }
 
     /// The settings a running server shares, with its handler.

@@ -5,10 +5,10 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime};
 
-use super::request::Version;
+use super::request::{RequestParts, Version};
 use super::response::Response;
+use crate::head_access::head_accessors;
 use crate::wire::head::Head;
-use crate::wire::server::Message;
 
 /// A request and the response the server sent for it, after the last byte went out (or the
 /// sending failed). Requests the server refused before a handler saw them (a malformed head,
@@ -29,19 +29,22 @@ use crate::wire::server::Message;
 /// ```
 pub struct Exchange<'a> {
     /// The request's head, if it could be parsed.
-    pub(super) head: Option<&'a Head>,
+    pub(crate) head: Option<&'a Head>,
     /// Without a head: the request line, if it arrived whole.
-    pub(super) line: Option<&'a [u8]>,
+    pub(crate) line: Option<&'a [u8]>,
     /// What the server made of it, if it took it.
-    pub(super) message: Option<&'a Message>,
-    pub(super) response: &'a Response,
-    pub(super) peer: SocketAddr,
-    pub(super) local: SocketAddr,
-    pub(super) body_bytes: u64,
-    pub(super) complete: bool,
-    pub(super) started: SystemTime,
-    pub(super) duration: Duration,
+    pub(crate) parts: Option<&'a RequestParts>,
+    pub(crate) response: &'a Response,
+    pub(crate) peer: SocketAddr,
+    pub(crate) local: SocketAddr,
+    pub(crate) body_bytes: u64,
+    pub(crate) complete: bool,
+    pub(crate) started: SystemTime,
+    pub(crate) duration: Duration,
 }
+
+// The request's head, and its version if the server took the request.
+head_accessors!(Exchange<'_>, "neverblock_http::server::Exchange<'_>", |exchange| head: exchange.head, version: Option<Version> = exchange.parts.map(|parts| parts.version));
 
 impl Exchange<'_> {
     /// The request's method; empty if its head could not be parsed.
@@ -110,8 +113,8 @@ impl Exchange<'_> {
     /// # drop(server);
     /// ```
     pub fn path(&self) -> &str {
-        match (self.head, self.message) {
-            (Some(head), Some(message)) => &head.target()[message.path.clone()],
+        match (self.head, self.parts) {
+            (Some(head), Some(parts)) => parts.path(head),
             _ => "",
         }
     }
@@ -130,59 +133,7 @@ impl Exchange<'_> {
     /// # drop(server);
     /// ```
     pub fn query(&self) -> Option<&str> {
-        let (head, message) = (self.head?, self.message?);
-        message.query.clone().map(|q| &head.target()[q])
-    }
-
-    /// The request's version, if the server took the request.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use neverblock_http::server::{Exchange, Server};
-    ///
-    /// let server = Server::builder()
-    ///     .on_response(|x: &Exchange<'_>| log::info!("{:?}", x.version()))
-    ///     .bind("127.0.0.1:0")
-    ///     .unwrap();
-    /// # drop(server);
-    /// ```
-    pub fn version(&self) -> Option<Version> {
-        self.message.map(|message| Version::of_minor(message.version))
-    }
-
-    /// The first request field called `name` (any case), if it is text.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use neverblock_http::server::{Exchange, Server};
-    ///
-    /// let server = Server::builder()
-    ///     .on_response(|x: &Exchange<'_>| log::info!("{}", x.request_header("referer").unwrap_or("-")))
-    ///     .bind("127.0.0.1:0")
-    ///     .unwrap();
-    /// # drop(server);
-    /// ```
-    pub fn request_header(&self, name: &str) -> Option<&str> {
-        self.head.and_then(|head| head.get(name)).and_then(|v| std::str::from_utf8(v).ok())
-    }
-
-    /// Every request field, in the order received (none if the head could not be parsed).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use neverblock_http::server::{Exchange, Server};
-    ///
-    /// let server = Server::builder()
-    ///     .on_response(|x: &Exchange<'_>| log::info!("{} fields", x.request_headers().count()))
-    ///     .bind("127.0.0.1:0")
-    ///     .unwrap();
-    /// # drop(server);
-    /// ```
-    pub fn request_headers(&self) -> impl Iterator<Item = (&str, &[u8])> {
-        self.head.into_iter().flat_map(Head::fields)
+        self.parts?.query(self.head?)
     }
 
     /// The status sent.

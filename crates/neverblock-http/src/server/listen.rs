@@ -8,47 +8,20 @@
 //! nothing idle to shed it backs off (5 ms doubling to 1 s, as Go's `net/http` does) until a
 //! descriptor frees up.
 
-use std::cell::RefCell;
 use std::io;
-use std::rc::{Rc, Weak};
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use neverblock::net::TcpListener;
 
-use super::conn;
-use super::registry::Registry;
-use super::Loop;
+use super::registry::{is_out_of_descriptors, SHED_WAIT};
+use super::{http1, ServerLoop};
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(5);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
-/// How long the loop waits for shed connections to close before trying again anyway.
-const SHED_WAIT: Duration = Duration::from_millis(100);
-
-thread_local! {
-    /// The registry of the loop running on this thread, for [`free_descriptors`].
-    static CURRENT: RefCell<Weak<Registry>> = const { RefCell::new(Weak::new()) };
-}
-
-/// Makes `registry` the one [`free_descriptors`] sheds from on this thread.
-pub(super) fn set_current(registry: &Rc<Registry>) {
-    CURRENT.with(|current| *current.borrow_mut() = Rc::downgrade(registry));
-}
-
-/// Sheds a batch of this loop's idle connections and waits for them to close, for code that ran out
-/// of file descriptors (opening a file); returns whether any were shed.
-pub(super) fn free_descriptors() -> bool {
-    let Some(registry) = CURRENT.with(|current| current.borrow().upgrade()) else { return false };
-    let before = registry.ended();
-    let (shed, oldest) = registry.shed_oldest_idle();
-    if shed > 0 {
-        log::warn!("out of file descriptors: closed {shed} idle connections (the oldest idle for {oldest:.1?})");
-        registry.wait_ended(before, shed, SHED_WAIT);
-    }
-    shed > 0
-}
 
 /// Accepts connections until cancelled (a shutdown) or the listener fails; returns the failure.
-pub(super) fn accept_loop(listener: TcpListener, lp: Rc<Loop>) -> io::Error {
+pub(super) fn accept_loop(listener: TcpListener, server_loop: Rc<ServerLoop>) -> io::Error {
     let mut backoff = None::<Duration>;
     let mut shedding = ShedLog::default();
     loop {
@@ -57,18 +30,18 @@ pub(super) fn accept_loop(listener: TcpListener, lp: Rc<Loop>) -> io::Error {
                 if backoff.take().is_some() {
                     log::warn!("accepting again");
                 }
-                lp.registry.counters().accepted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let lp = lp.clone();
-                if let Err(e) = neverblock::try_spawn(move || conn::serve(stream, peer, &lp)) {
+                server_loop.registry.counters().accepted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let server_loop = server_loop.clone();
+                if let Err(e) = neverblock::try_spawn(move || http1::serve(stream, peer, &server_loop)) {
                     log::error!("connection from {peer} closed unserved: {e}");
                 }
             }
-            Err(e) if is_fd_exhaustion(&e) => {
-                let before = lp.registry.ended();
-                let (shed, oldest) = lp.registry.shed_oldest_idle();
+            Err(e) if is_out_of_descriptors(&e) => {
+                let before = server_loop.registry.ended();
+                let (shed, oldest) = server_loop.registry.shed_oldest_idle();
                 if shed > 0 {
                     shedding.add(shed, oldest, &e);
-                    lp.registry.wait_ended(before, shed, SHED_WAIT);
+                    server_loop.registry.wait_ended(before, shed, SHED_WAIT);
                 } else {
                     pause(&mut backoff, &e);
                 }
@@ -117,11 +90,6 @@ fn pause(backoff: &mut Option<Duration>, e: &io::Error) {
     }
     *backoff = Some(pause);
     neverblock::sleep(pause);
-}
-
-/// Out of file descriptors, for the process or the system.
-pub(super) fn is_fd_exhaustion(e: &io::Error) -> bool {
-    matches!(e.raw_os_error(), Some(code) if code == rustix::io::Errno::MFILE.raw_os_error() || code == rustix::io::Errno::NFILE.raw_os_error())
 }
 
 /// Out of kernel memory, which frees up as connections close.

@@ -40,23 +40,19 @@
 //! running.join().unwrap().unwrap();
 //! ```
 
-mod access_log;
 mod config;
-mod conn;
 mod date;
 mod exchange;
+mod handlers;
+mod http1;
 mod listen;
-mod metrics;
-#[cfg(feature = "client")]
-mod proxy;
+mod observers;
+mod panics;
 mod registry;
 mod request;
-mod respond;
 mod response;
 mod shutdown;
-mod socket;
-mod static_files;
-mod xsendfile;
+mod timed;
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -66,22 +62,21 @@ use std::sync::Arc;
 use neverblock::net::TcpListener;
 use neverblock::runtime::{spawn_on, Builder};
 
-pub use access_log::{AccessLog, LogFormat};
 pub use config::ServerBuilder;
 pub use exchange::Exchange;
-pub use metrics::{Instrumented, Metrics};
+pub use handlers::{FilesThen, StaticFiles, XSendfile};
 #[cfg(feature = "client")]
-pub use proxy::Proxy;
+pub use handlers::{Proxy, ProxyEvent, UpstreamFailure};
+pub use observers::{AccessLog, Instrumented, LogFormat, Metrics};
+pub use registry::{is_out_of_descriptors, shed_idle_connections};
 pub use request::{Request, RequestBody, Version};
 pub use response::{Body, Response};
 pub use shutdown::{ServerHandle, ServerStats};
-pub use static_files::StaticFiles;
-pub use xsendfile::XSendfile;
 
 use crate::error::{Error, ErrorKind};
 use config::Config;
 use registry::Registry;
-use shutdown::{Shared, Signals};
+use shutdown::{ServerState, Signals};
 
 /// What answers requests: any `Fn(&mut Request) -> Response` that may be shared between threads,
 /// or a [`StaticFiles`].
@@ -122,6 +117,26 @@ where
     }
 }
 
+/// A handler chosen at run time.
+///
+/// # Examples
+///
+/// ```
+/// use neverblock_http::server::{Handler, Request, Response, StaticFiles};
+///
+/// let serve_files = std::env::args().any(|arg| arg == "--files");
+/// let handler: Box<dyn Handler> = match serve_files {
+///     true => Box::new(StaticFiles::new(".").unwrap()),
+///     false => Box::new(|_: &mut Request<'_>| Response::new(204)),
+/// };
+/// # let _ = handler;
+/// ```
+impl Handler for Box<dyn Handler> {
+    fn handle(&self, request: &mut Request<'_>) -> Response {
+        (**self).handle(request)
+    }
+}
+
 /// A bound server, to [`run`](Server::run) with a handler.
 ///
 /// # Examples
@@ -137,7 +152,7 @@ pub struct Server {
     listeners: Vec<std::net::TcpListener>,
     addr: SocketAddr,
     settings: ServerBuilder,
-    shared: Arc<Shared>,
+    state: Arc<ServerState>,
 }
 
 impl fmt::Debug for Server {
@@ -146,9 +161,9 @@ impl fmt::Debug for Server {
     }
 }
 
-/// What the fibers of one loop share.
+/// What the fibers of one loop share: the server's settings, and the loop's connections.
 #[derive(Debug)]
-struct Loop {
+struct ServerLoop {
     config: Arc<Config>,
     registry: Rc<Registry>,
 }
@@ -214,7 +229,7 @@ impl Server {
     /// running.join().unwrap().unwrap();
     /// ```
     pub fn handle(&self) -> ServerHandle {
-        ServerHandle { shared: self.shared.clone() }
+        ServerHandle { state: self.state.clone() }
     }
 
     /// Serves requests with `handler` on the server's loops (this thread is the first), until it
@@ -248,10 +263,10 @@ impl Server {
     /// running.join().unwrap().unwrap();
     /// ```
     pub fn run(self, handler: impl Handler) -> Result<(), Error> {
-        let Server { listeners, settings, shared, .. } = self;
+        let Server { listeners, settings, state, .. } = self;
         let config = Arc::new(settings.config(Arc::new(handler)));
         let signals = if settings.signals() { Some(Signals::install()?) } else { None };
-        let handle = ServerHandle { shared: shared.clone() };
+        let handle = ServerHandle { state: state.clone() };
         let ended = Builder::new().threads(listeners.len()).run(move || {
             let (guard, reader) = signals.map_or((None, None), |(guard, reader)| (Some(guard), Some(reader)));
             let watcher = reader.map(|reader| neverblock::spawn(move || Signals::watch(reader, handle)));
@@ -259,23 +274,23 @@ impl Server {
             let first = listeners.next();
             let others: Vec<_> = listeners
                 .map(|(index, listener)| {
-                    let (config, shared) = (config.clone(), shared.clone());
-                    spawn_on(index, move || serve_loop(index, listener, config, shared))
+                    let (config, state) = (config.clone(), state.clone());
+                    spawn_on(index, move || serve_loop(index, listener, config, state))
                 })
                 .collect();
             if let Some((index, listener)) = first {
-                serve_loop(index, listener, config, shared.clone());
+                serve_loop(index, listener, config, state.clone());
             }
             for loop_ in others {
                 if let Err(e) = loop_.join() {
-                    shared.fail(format!("a loop ended abnormally: {e}"));
+                    state.fail(format!("a loop ended abnormally: {e}"));
                 }
             }
             if let Some(watcher) = watcher {
                 watcher.cancel();
             }
             drop(guard);
-            shared.failure.lock().unwrap_or_else(|p| p.into_inner()).take()
+            state.failure.lock().unwrap_or_else(|p| p.into_inner()).take()
         });
         match ended {
             Some(why) => Err(Error::new(ErrorKind::Server, why)),
@@ -286,23 +301,23 @@ impl Server {
 
 /// Runs one loop: its accept loop in a fiber, and its controller here until the loop's part of the
 /// shutdown is done.
-fn serve_loop(index: usize, listener: std::net::TcpListener, config: Arc<Config>, shared: Arc<Shared>) {
+fn serve_loop(index: usize, listener: std::net::TcpListener, config: Arc<Config>, state: Arc<ServerState>) {
     let grace = config.timeouts.shutdown;
-    let registry = Rc::new(Registry::new(shared.controls[index].clone(), shared.counters[index].clone()));
-    listen::set_current(&registry);
-    let lp = Rc::new(Loop { config, registry: registry.clone() });
+    let registry = Rc::new(Registry::new(state.controls[index].clone(), state.counters[index].clone()));
+    registry.make_current();
+    let server_loop = Rc::new(ServerLoop { config, registry: registry.clone() });
     let accept = match TcpListener::from_std(listener) {
         Ok(listener) => {
-            let failed = shared.clone();
+            let failed = state.clone();
             neverblock::spawn(move || {
-                let error = listen::accept_loop(listener, lp);
+                let error = listen::accept_loop(listener, server_loop);
                 failed.fail(format!("accepting on loop {index} failed: {error}"));
             })
         }
         Err(e) => {
-            shared.fail(format!("loop {index} cannot use its listener: {e}"));
+            state.fail(format!("loop {index} cannot use its listener: {e}"));
             neverblock::spawn(|| ())
         }
     };
-    shutdown::control(&shared, index, &registry, accept, grace);
+    shutdown::control(&state, index, &registry, accept, grace);
 }

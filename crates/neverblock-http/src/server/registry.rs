@@ -1,5 +1,6 @@
 //! The connections of one loop and which of them are idle, so that a graceful shutdown can close
-//! the idle ones at once and running out of file descriptors can shed the oldest idle ones.
+//! the idle ones at once and running out of file descriptors can shed the oldest idle ones (the
+//! accept loop does, and so may a handler: [`shed_idle_connections`]).
 //!
 //! A connection is idle while it waits for a request head (its first, or the next on a kept-alive
 //! connection; before its first byte or partway through, as a slow client's): no handler works for
@@ -8,8 +9,9 @@
 //! to an end of stream and ends, which closes the descriptor.
 
 use std::cell::{Cell, RefCell};
+use std::io;
 use std::net::Shutdown;
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -26,6 +28,66 @@ pub(super) struct Counters {
     pub(super) open: AtomicU64,
     pub(super) requests: AtomicU64,
     pub(super) shed: AtomicU64,
+}
+
+/// How long shedding waits for the connections it closed to end.
+pub(super) const SHED_WAIT: Duration = Duration::from_millis(100);
+
+thread_local! {
+    /// The registry of the loop running on this thread, for [`shed_idle_connections`].
+    static CURRENT: RefCell<Weak<Registry>> = const { RefCell::new(Weak::new()) };
+}
+
+/// Whether `e` says that the process (`EMFILE`) or the system (`ENFILE`) has run out of file
+/// descriptors: what [`shed_idle_connections`] is for.
+///
+/// # Examples
+///
+/// ```
+/// use neverblock_http::server::is_out_of_descriptors;
+///
+/// assert!(is_out_of_descriptors(&std::io::Error::from_raw_os_error(24)), "EMFILE");
+/// assert!(!is_out_of_descriptors(&std::io::Error::from(std::io::ErrorKind::NotFound)));
+/// ```
+pub fn is_out_of_descriptors(e: &io::Error) -> bool {
+    use rustix::io::Errno;
+    matches!(e.raw_os_error(), Some(code) if code == Errno::MFILE.raw_os_error() || code == Errno::NFILE.raw_os_error())
+}
+
+/// For a handler that ran out of file descriptors (opening a file): closes the connections of its
+/// event loop that have waited longest for a request (an eighth of the idle ones, at least one
+/// and at most 32, as the accept loop does), waits up to 100 ms for them to end, and returns
+/// whether any were closed, so that the handler may try once more. Idle connections lose no work
+/// (RFC 9112 §9.5 lets a server close them at any time). Outside a server's loop it does nothing.
+///
+/// # Examples
+///
+/// ```
+/// use neverblock_http::server::{is_out_of_descriptors, shed_idle_connections, Request, Response};
+///
+/// fn report(_: &mut Request<'_>) -> Response {
+///     let open = || std::fs::File::open("/srv/reports/q3.pdf");
+///     let file = match open() {
+///         Err(e) if is_out_of_descriptors(&e) && shed_idle_connections() => open(),
+///         opened => opened,
+///     };
+///     match file {
+///         Ok(_) => Response::new(200),
+///         Err(e) if is_out_of_descriptors(&e) => Response::error(503, "out of file descriptors; try again"),
+///         Err(_) => Response::error(404, "no such report"),
+///     }
+/// }
+/// # let _ = report;
+/// ```
+pub fn shed_idle_connections() -> bool {
+    let Some(registry) = CURRENT.with(|current| current.borrow().upgrade()) else { return false };
+    let before = registry.ended();
+    let (shed, oldest) = registry.shed_oldest_idle();
+    if shed > 0 {
+        log::warn!("out of file descriptors: closed {shed} idle connections (the oldest idle for {oldest:.1?})");
+        registry.wait_ended(before, shed, SHED_WAIT);
+    }
+    shed > 0
 }
 
 /// One loop's connections.
@@ -50,9 +112,9 @@ struct Entry {
     idle_since: Option<Instant>,
 }
 
-/// A connection's place in the registry; leaving it (on drop) ends the connection's entry.
+/// A connection's entry in the registry, for as long as it is held; dropping it ends the entry.
 #[derive(Debug)]
-pub(super) struct Member {
+pub(super) struct Registered {
     registry: Rc<Registry>,
     key: usize,
 }
@@ -73,11 +135,16 @@ impl Registry {
         &self.counters
     }
 
+    /// Makes this the registry [`shed_idle_connections`] sheds from on this thread.
+    pub(super) fn make_current(self: &Rc<Self>) {
+        CURRENT.with(|current| *current.borrow_mut() = Rc::downgrade(self));
+    }
+
     /// Registers a new connection, busy.
-    pub(super) fn enter(self: &Rc<Self>, stream: Rc<TcpStream>) -> Member {
+    pub(super) fn enter(self: &Rc<Self>, stream: Rc<TcpStream>) -> Registered {
         let key = self.entries.borrow_mut().insert(Entry { stream, idle_since: None });
         self.counters.open.fetch_add(1, Relaxed);
-        Member { registry: self.clone(), key }
+        Registered { registry: self.clone(), key }
     }
 
     /// How many connections there are.
@@ -153,7 +220,7 @@ impl Registry {
     }
 }
 
-impl Member {
+impl Registered {
     /// Marks the connection idle (waiting for a request) since `since`, or busy (`None`).
     pub(super) fn set_idle_since(&self, since: Option<Instant>) {
         if let Some(entry) = self.registry.entries.borrow_mut().get_mut(self.key) {
@@ -162,7 +229,7 @@ impl Member {
     }
 }
 
-impl Drop for Member {
+impl Drop for Registered {
     fn drop(&mut self) {
         let registry = &self.registry;
         registry.entries.borrow_mut().remove(self.key);

@@ -1,18 +1,18 @@
-//! What a handler is given: the request's head, where it came from, and its body as a stream.
+//! What a handler is given, whatever protocol carried the request: its head, where it came from,
+//! and its body as a stream.
 
 use std::fmt;
 use std::io::{self, BufRead, Read};
 use std::net::SocketAddr;
+use std::ops::Range;
 
-use super::socket::Socket;
-use crate::wire::body::Decoder;
+use crate::head_access::head_accessors;
 use crate::wire::head::Head;
-use crate::wire::server::Message;
-use crate::wire::{BufferedConn, WireError};
 pub use crate::Version;
 
 /// A request as a handler sees it: the head (method, target, version, header fields), the
-/// addresses of both ends, and the body, read as a stream ([`Request::body`]).
+/// addresses of both ends, and the body, read as a stream ([`Request::body`]). Nothing in it
+/// depends on the protocol that carried it, but [`version`](Request::version), which says which.
 ///
 /// # Examples
 ///
@@ -33,12 +33,38 @@ pub use crate::Version;
 /// # let _ = echo;
 /// ```
 pub struct Request<'a> {
-    pub(super) head: &'a Head,
-    pub(super) message: &'a Message,
-    pub(super) peer: SocketAddr,
-    pub(super) local: SocketAddr,
-    pub(super) body: RequestBody<'a>,
+    pub(crate) head: &'a Head,
+    pub(crate) parts: &'a RequestParts,
+    pub(crate) peer: SocketAddr,
+    pub(crate) local: SocketAddr,
+    pub(crate) body: RequestBody<'a>,
 }
+
+/// What a protocol's driver made of a request beyond its head.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct RequestParts {
+    pub(crate) version: Version,
+    /// Where the path lies in the target (for `*`: the whole `*`).
+    pub(crate) path: Range<usize>,
+    /// Where the query lies in the target, after its `?`.
+    pub(crate) query: Option<Range<usize>>,
+    /// The body's length, when the client declared it (0 without a body).
+    pub(crate) content_length: Option<u64>,
+}
+
+impl RequestParts {
+    /// The path of `head`'s target.
+    pub(crate) fn path<'h>(&self, head: &'h Head) -> &'h str {
+        &head.target()[self.path.clone()]
+    }
+
+    /// The query of `head`'s target.
+    pub(crate) fn query<'h>(&self, head: &'h Head) -> Option<&'h str> {
+        self.query.clone().map(|query| &head.target()[query])
+    }
+}
+
+head_accessors!(Request<'_>, "neverblock_http::server::Request<'_>", |request| head: Some(request.head), version: Version = request.parts.version);
 
 impl<'a> Request<'a> {
     /// The method, as sent (`GET`, `POST`, …).
@@ -92,7 +118,7 @@ impl<'a> Request<'a> {
     /// # let _ = handler;
     /// ```
     pub fn path(&self) -> &str {
-        &self.head.target()[self.message.path.clone()]
+        self.parts.path(self.head)
     }
 
     /// The target's query, after the `?`, still percent-encoded.
@@ -109,77 +135,7 @@ impl<'a> Request<'a> {
     /// # let _ = handler;
     /// ```
     pub fn query(&self) -> Option<&str> {
-        self.message.query.clone().map(|q| &self.head.target()[q])
-    }
-
-    /// The HTTP version.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use neverblock_http::server::{Request, Response, Version};
-    ///
-    /// fn handler(request: &mut Request<'_>) -> Response {
-    ///     match request.version() {
-    ///         Version::Http10 => Response::new(426).header("Upgrade", "HTTP/1.1"),
-    ///         _ => Response::new(204),
-    ///     }
-    /// }
-    /// # let _ = handler;
-    /// ```
-    pub fn version(&self) -> Version {
-        Version::of_minor(self.message.version)
-    }
-
-    /// The first field called `name` (any case), if its value is text.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use neverblock_http::server::{Request, Response};
-    ///
-    /// fn handler(request: &mut Request<'_>) -> Response {
-    ///     let agent = request.header("user-agent").unwrap_or("someone");
-    ///     Response::new(200).body(format!("hello, {agent}\n"))
-    /// }
-    /// # let _ = handler;
-    /// ```
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.header_bytes(name).and_then(|v| std::str::from_utf8(v).ok())
-    }
-
-    /// The first field called `name` (any case), as bytes.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use neverblock_http::server::{Request, Response};
-    ///
-    /// fn handler(request: &mut Request<'_>) -> Response {
-    ///     let token = request.header_bytes("x-token").unwrap_or_default();
-    ///     Response::new(if token == b"secret" { 204 } else { 403 })
-    /// }
-    /// # let _ = handler;
-    /// ```
-    pub fn header_bytes(&self, name: &str) -> Option<&[u8]> {
-        self.head.get(name)
-    }
-
-    /// Every field, in the order received: names as sent, values without surrounding blanks.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use neverblock_http::server::{Request, Response};
-    ///
-    /// fn handler(request: &mut Request<'_>) -> Response {
-    ///     let names: Vec<&str> = request.headers().map(|(name, _)| name).collect();
-    ///     Response::new(200).body(names.join("\n"))
-    /// }
-    /// # let _ = handler;
-    /// ```
-    pub fn headers(&self) -> impl Iterator<Item = (&str, &[u8])> {
-        self.head.fields()
+        self.parts.query(self.head)
     }
 
     /// The client's address.
@@ -230,7 +186,7 @@ impl<'a> Request<'a> {
     /// # let _ = handler;
     /// ```
     pub fn content_length(&self) -> Option<u64> {
-        self.message.framing.known_length()
+        self.parts.content_length
     }
 
     /// The body, to read. The first read sends `100 Continue` when the client asked for it.
@@ -266,37 +222,6 @@ impl fmt::Debug for Request<'_> {
     }
 }
 
-/// Where a request's body stands, kept by the connection (so it survives the handler).
-#[derive(Debug)]
-pub(super) struct BodyState {
-    pub(super) decoder: Decoder,
-    /// `100 Continue` is owed before the first read.
-    pub(super) continue_owed: bool,
-    /// Why the body could not be read whole: the status to answer instead (`None`: no answer can
-    /// reach the client) and what went wrong.
-    pub(super) failure: Option<(Option<u16>, String)>,
-}
-
-impl BodyState {
-    pub(super) fn new(decoder: Decoder, expect_continue: bool) -> BodyState {
-        BodyState { decoder, continue_owed: expect_continue, failure: None }
-    }
-
-    /// Records why reading failed, and the error a reader sees.
-    fn fail(&mut self, e: WireError) -> io::Error {
-        let (status, kind) = match &e {
-            WireError::Malformed(_) => (Some(400), io::ErrorKind::InvalidData),
-            WireError::TooLarge(_) => (Some(413), io::ErrorKind::InvalidData),
-            WireError::Io(e) if e.kind() == io::ErrorKind::TimedOut => (Some(408), io::ErrorKind::TimedOut),
-            WireError::Io(e) => (None, e.kind()),
-            WireError::Truncated(_) | WireError::NoResponse(_) => (None, io::ErrorKind::UnexpectedEof),
-        };
-        let why = e.to_string();
-        self.failure = Some((status, why.clone()));
-        io::Error::new(kind, why)
-    }
-}
-
 /// A request's body as a stream: `Read` and `BufRead`, decoded from its length or chunks, ending
 /// where the body ends (the next pipelined request stays unread).
 ///
@@ -318,8 +243,13 @@ impl BodyState {
 /// # let _ = count_lines;
 /// ```
 pub struct RequestBody<'a> {
-    pub(super) conn: &'a mut BufferedConn<Socket>,
-    pub(super) state: &'a mut BodyState,
+    pub(crate) source: &'a mut dyn BodySource,
+}
+
+/// Where a protocol's driver reads a request's body from.
+pub(crate) trait BodySource: BufRead {
+    /// Whether the whole body has been read.
+    fn is_finished(&self) -> bool;
 }
 
 impl RequestBody<'_> {
@@ -340,42 +270,37 @@ impl RequestBody<'_> {
     /// # let _ = handler;
     /// ```
     pub fn is_finished(&self) -> bool {
-        self.state.decoder.is_done()
+        self.source.is_finished()
     }
 }
 
 impl Read for RequestBody<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let available = self.fill_buf()?;
-        let n = available.len().min(buf.len());
-        buf[..n].copy_from_slice(&available[..n]);
-        self.consume(n);
-        Ok(n)
+        self.source.read(buf)
     }
+}
+
+/// `Read::read` for a body read through its buffer: what `fill_buf` lends, copied and consumed.
+pub(crate) fn read_buffered(body: &mut impl BufRead, buf: &mut [u8]) -> io::Result<usize> {
+    let available = body.fill_buf()?;
+    let n = available.len().min(buf.len());
+    buf[..n].copy_from_slice(&available[..n]);
+    body.consume(n);
+    Ok(n)
 }
 
 impl BufRead for RequestBody<'_> {
     fn fill_buf(&mut self) -> io::Result<&[u8]> {
-        if let Some((_, why)) = &self.state.failure {
-            return Err(io::Error::other(why.clone()));
-        }
-        if std::mem::take(&mut self.state.continue_owed) {
-            // Written with the next read of the socket, which the client's body answers.
-            self.conn.get_ref().queue(b"HTTP/1.1 100 Continue\r\n\r\n");
-        }
-        match self.state.decoder.fill_buf(self.conn) {
-            Ok(bytes) => Ok(bytes),
-            Err(e) => Err(self.state.fail(e)),
-        }
+        self.source.fill_buf()
     }
 
     fn consume(&mut self, n: usize) {
-        self.state.decoder.consume(self.conn, n);
+        self.source.consume(n);
     }
 }
 
 impl fmt::Debug for RequestBody<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RequestBody").field("state", &self.state).finish_non_exhaustive()
+        f.debug_struct("RequestBody").field("finished", &self.is_finished()).finish_non_exhaustive()
     }
 }

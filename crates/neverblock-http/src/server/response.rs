@@ -7,6 +7,8 @@ use std::fs::File;
 use std::io::Read;
 use std::rc::Rc;
 
+use crate::wire::server::reason_phrase;
+
 /// A response: status, header fields, body.
 ///
 /// The server writes `Date` (unless set here), and frames the body itself: `Content-Length` when
@@ -49,6 +51,25 @@ impl Response {
     /// ```
     pub fn new(status: u16) -> Response {
         Response { status, headers: Vec::new(), body: Body::Empty }
+    }
+
+    /// The server's own kind of answer: `status` with a line of plain text saying why, as the
+    /// server answers what it refuses (`413 Content Too Large: ...`). For handlers that refuse a
+    /// request in the same voice.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Body, Response};
+    ///
+    /// let refused = Response::error(403, "not yours");
+    /// assert_eq!(refused.header_value("content-type"), Some("text/plain; charset=utf-8"));
+    /// assert!(matches!(refused.body_ref(), Body::Bytes(text) if &text[..] == b"403 Forbidden: not yours\n"));
+    /// ```
+    pub fn error(status: u16, why: &str) -> Response {
+        Response::new(status)
+            .header("Content-Type", "text/plain; charset=utf-8")
+            .body(format!("{status} {}: {why}\n", reason_phrase(status)))
     }
 
     /// Adds a header field. Names and values with control bytes (CR, LF, NUL …) are refused when

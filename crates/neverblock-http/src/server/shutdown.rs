@@ -24,7 +24,7 @@ const AFTER_DEADLINE: Duration = Duration::from_secs(1);
 
 /// What the handle shares with the running server's loops.
 #[derive(Debug)]
-pub(super) struct Shared {
+pub(super) struct ServerState {
     stopping: AtomicBool,
     forced: AtomicBool,
     /// One per loop: wakes its controller.
@@ -35,9 +35,9 @@ pub(super) struct Shared {
     pub(super) failure: Mutex<Option<String>>,
 }
 
-impl Shared {
-    pub(super) fn new(loops: usize) -> Shared {
-        Shared {
+impl ServerState {
+    pub(super) fn new(loops: usize) -> ServerState {
+        ServerState {
             stopping: AtomicBool::new(false),
             forced: AtomicBool::new(false),
             controls: (0..loops).map(|_| Arc::new(Notify::new())).collect(),
@@ -74,7 +74,7 @@ impl Shared {
 /// ```
 #[derive(Clone, Debug)]
 pub struct ServerHandle {
-    pub(super) shared: Arc<Shared>,
+    pub(super) state: Arc<ServerState>,
 }
 
 /// A server's counters, summed over its loops.
@@ -115,8 +115,8 @@ impl ServerHandle {
     /// assert!(running.join().unwrap().is_ok(), "run returned");
     /// ```
     pub fn shutdown(&self) {
-        self.shared.stopping.store(true, SeqCst);
-        self.shared.wake_all();
+        self.state.stopping.store(true, SeqCst);
+        self.state.wake_all();
     }
 
     /// Shuts down without waiting for requests in flight: every connection is closed now.
@@ -133,7 +133,7 @@ impl ServerHandle {
     /// running.join().unwrap().unwrap();
     /// ```
     pub fn shutdown_now(&self) {
-        self.shared.forced.store(true, SeqCst);
+        self.state.forced.store(true, SeqCst);
         self.shutdown();
     }
 
@@ -158,7 +158,7 @@ impl ServerHandle {
     /// ```
     pub fn stats(&self) -> ServerStats {
         let mut stats = ServerStats::default();
-        for c in &self.shared.counters {
+        for c in &self.state.counters {
             use std::sync::atomic::Ordering::Relaxed;
             stats.accepted += c.accepted.load(Relaxed);
             stats.open += c.open.load(Relaxed);
@@ -171,9 +171,9 @@ impl ServerHandle {
 
 /// A loop's controller: waits for the shutdown, then carries it out on this loop (see the module's
 /// doc); returns once the loop's connections have ended.
-pub(super) fn control(shared: &Shared, index: usize, registry: &Registry, accept: JoinHandle<()>, grace: Duration) {
-    let control = &shared.controls[index];
-    while !shared.stopping.load(SeqCst) {
+pub(super) fn control(state: &ServerState, index: usize, registry: &Registry, accept: JoinHandle<()>, grace: Duration) {
+    let control = &state.controls[index];
+    while !state.stopping.load(SeqCst) {
         let _ = control.notified();
     }
     accept.cancel();
@@ -183,7 +183,7 @@ pub(super) fn control(shared: &Shared, index: usize, registry: &Registry, accept
     let mut forced = false;
     while registry.len() > 0 {
         let now = Instant::now();
-        if !forced && (now >= deadline || shared.forced.load(SeqCst)) {
+        if !forced && (now >= deadline || state.forced.load(SeqCst)) {
             log::warn!("loop {index}: closing {} connections still busy", registry.len());
             registry.close_all();
             forced = true;
@@ -294,9 +294,9 @@ mod tests {
         // Both bytes wait before the watcher reads: it gets them in one read.
         writer.write_all(&[15, 15]).unwrap();
         drop(writer);
-        let handle = super::super::ServerHandle { shared: Arc::new(Shared::new(1)) };
+        let handle = super::super::ServerHandle { state: Arc::new(ServerState::new(1)) };
         let watched = handle.clone();
         neverblock::run(move || Signals::watch(reader, watched));
-        assert!(handle.shared.stopping.load(SeqCst) && handle.shared.forced.load(SeqCst));
+        assert!(handle.state.stopping.load(SeqCst) && handle.state.forced.load(SeqCst));
     }
 }

@@ -7,21 +7,15 @@
 
 use std::fmt;
 use std::io::{self, Read, Write};
-use std::mem::MaybeUninit;
 
 use url::{Position, Url};
 
-use super::chunked::{size_line, LAST_CHUNK};
+use super::fields::{lists, FramingFields, LengthError};
 use super::head::Head;
-use super::{decimal, elements, is_named, BufferedConn, Framing, Limits, WireError, MAX_HEADERS_CAP};
+use super::read::{read_head, with_field_slots, Unread};
+use super::write::{is_token, is_valid_field, send_bytes, send_streamed, write_content_length, Cause, Streamed};
+use super::{BufferedConn, Framing, Limits, WireError};
 
-/// The longest request body sent in one write with its head; a longer one is written after it,
-/// not copied.
-pub(crate) const COALESCE: usize = 16 * 1024;
-/// The most a streamed request body is read at a time: one chunk, or one write.
-const PIECE: usize = 32 * 1024;
-/// Room for the longest chunk-size line ([`size_line`]: 16 hex digits and CRLF).
-const SIZE_LINE_ROOM: usize = 18;
 /// The most interim (1xx) responses taken before the final one: without a cap a server could keep a
 /// request waiting forever on `100 Continue` after `100 Continue` (Go allows 5; `103 Early Hints`
 /// may come several times).
@@ -86,7 +80,7 @@ impl<S: Write> BufferedConn<S> {
     pub(crate) fn send_request(&mut self, head: &RequestHead<'_>, body: &mut Upload<'_>) -> Result<(), SendError> {
         self.out.clear();
         head.write_to(&mut self.out, body.declared());
-        self.send_after_out(body)
+        self.send_staged_and(body)
     }
 
     /// Writes `head` alone, announcing `body`, and flushes it: for a request that waits for the
@@ -94,102 +88,30 @@ impl<S: Write> BufferedConn<S> {
     pub(crate) fn send_head(&mut self, head: &RequestHead<'_>, body: &Upload<'_>) -> Result<(), SendError> {
         self.out.clear();
         head.write_to(&mut self.out, body.declared());
-        self.stream.write_all(&self.out).map_err(SendError::Conn)?;
-        self.out.clear();
-        self.stream.flush().map_err(SendError::Conn)
+        self.send_staged_and(&mut Upload::Bytes(&[]))
     }
 
     /// Writes `body`, whose head went out already, and flushes it.
     pub(crate) fn send_body(&mut self, body: &mut Upload<'_>) -> Result<(), SendError> {
         self.out.clear();
-        self.send_after_out(body)
+        self.send_staged_and(body)
     }
 
     /// Writes what `out` holds (a head, or nothing), then `body`, and flushes them.
-    fn send_after_out(&mut self, body: &mut Upload<'_>) -> Result<(), SendError> {
+    fn send_staged_and(&mut self, body: &mut Upload<'_>) -> Result<(), SendError> {
         match body {
-            Upload::Bytes(bytes) => {
-                let coalesce = bytes.len() <= COALESCE;
-                if coalesce {
-                    self.out.extend_from_slice(bytes);
-                }
-                self.stream.write_all(&self.out).map_err(SendError::Conn)?;
-                if !coalesce {
-                    self.stream.write_all(bytes).map_err(SendError::Conn)?;
-                }
-            }
-            Upload::Reader { reader, len: Some(len) } => self.send_sized(&mut **reader, *len)?,
-            Upload::Reader { reader, len: None } => self.send_chunked(&mut **reader)?,
-        }
-        self.stream.flush().map_err(SendError::Conn)
-    }
-
-    /// Sends what `out` holds (the head), then exactly `len` bytes of `reader`, in pieces.
-    fn send_sized(&mut self, reader: &mut dyn Read, len: u64) -> Result<(), SendError> {
-        let mut left = len;
-        loop {
-            if left > 0 {
-                let at = self.out.len();
-                let want = usize::try_from(left).unwrap_or(usize::MAX).min(PIECE);
-                self.out.resize(at + want, 0);
-                let n = read_some(reader, &mut self.out[at..])?;
-                self.out.truncate(at + n);
-                if n == 0 {
-                    let sent = len - left;
-                    let why = format!("the request body ended after {sent} of its {len} bytes");
-                    return Err(SendError::Body(io::Error::new(io::ErrorKind::UnexpectedEof, why)));
-                }
-                left -= n as u64;
-            }
-            self.stream.write_all(&self.out).map_err(SendError::Conn)?;
-            self.out.clear();
-            if left == 0 {
-                return Ok(());
+            Upload::Bytes(bytes) => send_bytes(&mut self.stream, &mut self.out, bytes).map_err(SendError::Conn)?,
+            Upload::Reader { reader, len } => {
+                let framing = len.map_or(Streamed::Chunked, Streamed::Sized);
+                send_streamed(&mut self.stream, &mut self.out, &mut **reader, framing).map_err(|e| match e.cause {
+                    Cause::Read(e) => SendError::Body(e),
+                    Cause::Write(e) => SendError::Conn(e),
+                })?;
             }
         }
-    }
-
-    /// Sends what `out` holds (the head), then `reader`'s bytes as chunks, one a read, then the
-    /// last chunk.
-    fn send_chunked(&mut self, reader: &mut dyn Read) -> Result<(), SendError> {
-        loop {
-            // [head] [room for the size line] [data] CRLF: the size line is written at the end of
-            // its room, against the data, and the gap left before it closed up.
-            let at = self.out.len();
-            self.out.resize(at + SIZE_LINE_ROOM + PIECE, 0);
-            let n = read_some(reader, &mut self.out[at + SIZE_LINE_ROOM..])?;
-            if n == 0 {
-                self.out.truncate(at);
-                self.out.extend_from_slice(LAST_CHUNK);
-                self.stream.write_all(&self.out).map_err(SendError::Conn)?;
-                self.out.clear();
-                return Ok(());
-            }
-            let start = at + size_line(n, &mut self.out[at..at + SIZE_LINE_ROOM]);
-            let end = at + SIZE_LINE_ROOM + n;
-            self.out.truncate(end);
-            self.out.extend_from_slice(b"\r\n");
-            let frame = if at == 0 {
-                &self.out[start..]
-            } else {
-                self.out.copy_within(start.., at);
-                self.out.truncate(self.out.len() - (start - at));
-                &self.out[..]
-            };
-            self.stream.write_all(frame).map_err(SendError::Conn)?;
-            self.out.clear();
-        }
-    }
-}
-
-/// One read of a request body's reader, retried when interrupted.
-fn read_some(reader: &mut dyn Read, buf: &mut [u8]) -> Result<usize, SendError> {
-    loop {
-        match reader.read(buf) {
-            Ok(n) => return Ok(n),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(SendError::Body(e)),
-        }
+        let staged = self.stream.write_all(&self.out);
+        self.out.clear();
+        staged.and_then(|()| self.stream.flush()).map_err(SendError::Conn)
     }
 }
 
@@ -217,28 +139,23 @@ pub(crate) struct RequestHead<'a> {
 }
 
 impl RequestHead<'_> {
-    /// Checks that neither the method nor a header field contains CR, LF or NUL, which could end
-    /// the line or the head early and smuggle in another. Nothing else is checked.
+    /// Checks that the method is a token and that every header field may be written: a token
+    /// name, a value without control bytes (no CR, LF or NUL could end the line or the head early
+    /// and smuggle in another).
     ///
     /// # Errors
     ///
     /// [`WireError::Malformed`], naming the part.
     pub(crate) fn check(&self) -> Result<(), WireError> {
-        let bad = |s: &str| s.bytes().any(|b| matches!(b, b'\r' | b'\n' | b'\0'));
-        let reject =
-            |what: String| Err(WireError::Malformed(format!("malformed request head: CR, LF or NUL in {what}")));
-        if bad(self.method) {
-            return reject("the method".to_owned());
+        let reject = |what: String| Err(WireError::Malformed(format!("malformed request head: {what}")));
+        if !is_token(self.method) {
+            return reject(format!("the method {:?} is not a token", self.method));
         }
-        for (name, value) in self.headers {
-            if bad(name) {
-                return reject("a header name".to_owned());
-            }
-            if bad(value) {
-                return reject(format!("the value of header {name:?}"));
-            }
+        match self.headers.iter().find(|(name, value)| !is_valid_field(name, value)) {
+            Some((name, _)) if !is_token(name) => reject(format!("the header name {name:?} is not a token")),
+            Some((name, _)) => reject(format!("a control byte in the value of header {name:?}")),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Whether the request asks to close the connection after its answer (`close` in a
@@ -257,8 +174,8 @@ impl RequestHead<'_> {
     fn field_lists(&self, name: &str, element: &str) -> bool {
         self.headers
             .iter()
-            .filter(|(field, _)| is_named(field.as_bytes(), name.as_bytes()))
-            .any(|(_, value)| elements(value.as_bytes()).any(|e| e.eq_ignore_ascii_case(element.as_bytes())))
+            .filter(|(field, _)| field.eq_ignore_ascii_case(name))
+            .any(|(_, value)| lists(value.as_bytes(), element.as_bytes()))
     }
 
     /// Appends the head to `out`: the request line, `Host`, the header fields, and the framing of
@@ -278,17 +195,14 @@ impl RequestHead<'_> {
                 out.extend_from_slice(part.as_bytes());
             }
         }
-        // Writing to a Vec cannot fail.
         match body {
             Declared::Bytes(len) => {
                 let framed = self.headers.iter().any(|(name, _)| is_framing(name));
                 if !framed && (len > 0 || matches!(self.method, "POST" | "PUT" | "PATCH")) {
-                    let _ = write!(out, "Content-Length: {len}\r\n");
+                    write_content_length(out, len as u64);
                 }
             }
-            Declared::Length(len) => {
-                let _ = write!(out, "Content-Length: {len}\r\n");
-            }
+            Declared::Length(len) => write_content_length(out, len),
             Declared::Chunked => out.extend_from_slice(b"Transfer-Encoding: chunked\r\n"),
         }
         out.extend_from_slice(b"\r\n");
@@ -373,7 +287,7 @@ fn read_until<S: Read>(
 ) -> Result<Answer, WireError> {
     let mut interim = 0;
     let (status, version, head) = loop {
-        let (status, version, head) = read_head(conn, limits, interim == 0)?;
+        let StatusHead { status, version, head } = read_one_head(conn, limits, interim == 0)?;
         if status < 100 {
             return Err(WireError::Malformed(format!("malformed response head: status code {status}")));
         }
@@ -390,136 +304,83 @@ fn read_until<S: Read>(
             )));
         }
     };
-    let rules = Rules::of(&head, "response");
+    let fields = FramingFields::of(&head, |_, _| {});
     let no_body = request_was_head || matches!(status, 101 | 204 | 304);
-    let keep_alive = rules.persistent(version);
-    let framing = if no_body { Framing::None } else { framing(rules)? };
+    let keep_alive = persistent(&fields, version);
+    let framing = if no_body { Framing::None } else { framing(&fields)? };
     Ok(Answer::Final(ResponseHead { status, version, head, framing, keep_alive }))
 }
 
-/// What a head says about its body's framing and its connection, gathered in one pass over its
-/// fields.
-struct Rules<'a> {
-    /// The last element of the last `Transfer-Encoding` field (empty elements ignored, RFC 9110
-    /// §5.6.1); `None` if there is no such field.
-    coding: Option<&'a [u8]>,
-    /// The number every `Content-Length` element gives (`None`: no such field), or the first
-    /// element that is not a number or disagrees.
-    length: Result<Option<u64>, WireError>,
-    /// Whether a `Connection` element, in any of its fields, is `close`, and whether one is
-    /// `keep-alive`.
-    close: bool,
-    keep_alive: bool,
+/// Whether the connection stays open after this response: as its sender says (RFC 9112 §9.3),
+/// and never when the framing is suspect (§6.1): `Transfer-Encoding` with `Content-Length` (a
+/// sign of request smuggling), or `Transfer-Encoding` in HTTP/1.0, which does not have it (what
+/// the sender meant to end the message may be left in the connection).
+fn persistent(fields: &FramingFields<'_>, version: u8) -> bool {
+    let suspect = fields.codings > 0 && (version == 0 || !matches!(fields.length, Ok(None)));
+    fields.keeps_open(version) && !suspect
 }
 
-impl<'a> Rules<'a> {
-    /// The rules of `head`; `side` names the message in errors.
-    fn of(head: &'a Head, side: &str) -> Rules<'a> {
-        let mut rules = Rules { coding: None, length: Ok(None), close: false, keep_alive: false };
-        for (name, value) in head.raw_fields() {
-            if is_named(name, b"transfer-encoding") {
-                if let Some(last) = elements(value).rfind(|coding| !coding.is_empty()) {
-                    rules.coding = Some(last);
-                }
-            } else if is_named(name, b"content-length") {
-                elements(value).for_each(|element| rules.add_length(element, side));
-            } else if is_named(name, b"connection") {
-                for element in elements(value) {
-                    rules.close |= element.eq_ignore_ascii_case(b"close");
-                    rules.keep_alive |= element.eq_ignore_ascii_case(b"keep-alive");
-                }
-            }
+/// How a response's body is framed (RFC 9112 §6.3): chunked when that is the last transfer coding,
+/// until the connection closes for any other coding; else by `Content-Length`, or until the
+/// connection closes without one.
+fn framing(fields: &FramingFields<'_>) -> Result<Framing, WireError> {
+    if fields.codings > 0 {
+        return Ok(if fields.chunked_last { Framing::Chunked } else { Framing::Close });
+    }
+    match &fields.length {
+        Ok(length) => Ok(length.map_or(Framing::Close, Framing::Length)),
+        Err(LengthError::Invalid(value)) => {
+            Err(WireError::Malformed(format!("malformed response head: invalid Content-Length {value:?}")))
         }
-        rules
-    }
-
-    /// Takes in one `Content-Length` element: a number, the same as any before it.
-    fn add_length(&mut self, element: &[u8], side: &str) {
-        let Ok(length) = self.length else { return };
-        self.length = match (decimal(element), length) {
-            (None, _) => {
-                let value = String::from_utf8_lossy(element);
-                Err(WireError::Malformed(format!("malformed {side} head: invalid Content-Length {value:?}")))
-            }
-            (Some(n), Some(first)) if n != first => {
-                Err(WireError::Malformed(format!("malformed {side} head: Content-Length {first} and {n}")))
-            }
-            (n, _) => Ok(n),
-        };
-    }
-
-    /// Whether the connection stays open after this message (RFC 9112 §9.3): never when a
-    /// `Connection` element is `close`, whatever else it lists; otherwise by default in HTTP/1.1
-    /// and only on request (`keep-alive`) in HTTP/1.0. And never when the framing is suspect (§6.1):
-    /// `Transfer-Encoding` with `Content-Length` (a sign of request smuggling), or
-    /// `Transfer-Encoding` in HTTP/1.0, which does not have it (what the sender meant to end the
-    /// message may be left in the connection).
-    fn persistent(&self, version: u8) -> bool {
-        let suspect = self.coding.is_some() && (version == 0 || !matches!(self.length, Ok(None)));
-        let open = !self.close && (version == 1 || self.keep_alive);
-        open && !suspect
+        Err(LengthError::Differ(first, n)) => {
+            Err(WireError::Malformed(format!("malformed response head: Content-Length {first} and {n}")))
+        }
     }
 }
 
-/// How a response's body is framed, by `Transfer-Encoding` then `Content-Length`;
-/// [`Framing::Close`] if by neither.
-fn framing(rules: Rules<'_>) -> Result<Framing, WireError> {
-    match rules.coding {
-        Some(coding) if coding.eq_ignore_ascii_case(b"chunked") => Ok(Framing::Chunked),
-        Some(_) => Ok(Framing::Close),
-        None => rules.length.map(|length| length.map_or(Framing::Close, Framing::Length)),
-    }
+/// A response head as read: its status code, minor version and fields.
+struct StatusHead {
+    status: u16,
+    version: u8,
+    head: Head,
 }
 
-/// Parses a response head, once complete, and copies it out of the read buffer: its length, status
-/// code, minor version and head.
-fn parse_response(buf: &[u8], max_headers: usize) -> Result<Option<(usize, u16, u8, Head)>, httparse::Error> {
-    // httparse writes each field before it is read, so the array needs no initializing.
-    let mut fields = [const { MaybeUninit::uninit() }; MAX_HEADERS_CAP];
-    let mut res = httparse::Response::new(&mut []);
-    let httparse::Status::Complete(len) = httparse::ParserConfig::default()
-        // RFC 9112 §5.2: a user agent must accept obsolete line folding in a response, and replace
-        // each fold with spaces (`Head::of_response` does).
-        .allow_obsolete_multiline_headers_in_responses(true)
-        .parse_response_with_uninit_headers(&mut res, buf, &mut fields[..max_headers.min(MAX_HEADERS_CAP)])?
-    else {
-        return Ok(None);
-    };
-    // A complete parse has set the code and the version.
-    Ok(Some((len, res.code.unwrap_or_default(), res.version.unwrap_or_default(), Head::of_response(&buf[..len], &res))))
-}
-
-/// Reads until a complete response head is buffered, and consumes it: its status code, minor
-/// version and head.
+/// Reads one response head and consumes it.
 ///
 /// With `fresh`, a connection that closes (EOF, reset, aborted, broken pipe) before any byte
 /// arrived is [`WireError::NoResponse`].
-fn read_head<S: Read>(conn: &mut BufferedConn<S>, limits: &Limits, fresh: bool) -> Result<(u16, u8, Head), WireError> {
-    // Bytes at the end of the buffer not yet parsed; a head can only have ended if they hold a LF.
-    let mut new = conn.buffered().len();
-    loop {
-        let buf = conn.buffered();
-        if buf[buf.len() - new..].contains(&b'\n') {
-            match parse_response(buf, limits.max_headers) {
-                Ok(Some((len, status, version, head))) if len <= limits.max_head => {
-                    conn.consume(len);
-                    return Ok((status, version, head));
-                }
-                Ok(_) => {}
-                Err(e) => return Err(WireError::Malformed(format!("malformed response head: {e}"))),
-            }
+fn read_one_head<S: Read>(conn: &mut BufferedConn<S>, limits: &Limits, fresh: bool) -> Result<StatusHead, WireError> {
+    let parse = |conn: &mut BufferedConn<S>, ended: bool| match ended {
+        true => parse_response(conn.buffered(), limits.max_headers),
+        false => Ok(None),
+    };
+    read_head(conn, limits.max_head, parse).map_err(|unread| match unread {
+        Unread::Closed(e) if fresh => WireError::NoResponse(e),
+        Unread::Closed(_) => WireError::Truncated("response head cut short after 0 bytes".to_owned()),
+        Unread::CutShort { got } => WireError::Truncated(format!("response head cut short after {got} bytes")),
+        Unread::Failed { error, .. } => WireError::Io(error),
+        Unread::TooLong => {
+            WireError::Malformed(format!("malformed response head: longer than {} bytes", limits.max_head))
         }
-        let got = buf.len();
-        if got > limits.max_head {
-            let max = limits.max_head;
-            return Err(WireError::Malformed(format!("malformed response head: longer than {max} bytes")));
-        }
-        new = match conn.fill() {
-            Ok(0) if fresh && got == 0 => return Err(WireError::NoResponse(None)),
-            Ok(0) => return Err(WireError::Truncated(format!("response head cut short after {got} bytes"))),
-            Ok(n) => n,
-            Err(e) if fresh && got == 0 && super::is_disconnect(&e) => return Err(WireError::NoResponse(Some(e))),
-            Err(e) => return Err(e.into()),
+        Unread::Refused(e) => WireError::Malformed(format!("malformed response head: {e}")),
+    })
+}
+
+/// Parses a response head, once complete, and copies it out of the read buffer: its length, and
+/// the head.
+fn parse_response(buf: &[u8], max_headers: usize) -> Result<Option<(usize, StatusHead)>, httparse::Error> {
+    with_field_slots(max_headers, |fields| {
+        let mut res = httparse::Response::new(&mut []);
+        let httparse::Status::Complete(len) = httparse::ParserConfig::default()
+            // RFC 9112 §5.2: a user agent must accept obsolete line folding in a response, and
+            // replace each fold with spaces (`Head::of_response` does).
+            .allow_obsolete_multiline_headers_in_responses(true)
+            .parse_response_with_uninit_headers(&mut res, buf, fields)?
+        else {
+            return Ok(None);
         };
-    }
+        // A complete parse has set the code and the version.
+        let (status, version) = (res.code.unwrap_or_default(), res.version.unwrap_or_default());
+        Ok(Some((len, StatusHead { status, version, head: Head::of_response(&buf[..len], &res) })))
+    })
 }

@@ -1,15 +1,18 @@
 //! HTTP/1.1 framing (RFC 9112), both ways, over blocking `Read`/`Write`: one buffer, one set of
-//! limits, one body decoder, and a module per role.
+//! limits, one body decoder, one set of message rules, and a module per role.
 //!
 //! As hyper's `proto/h1/role.rs` has one transaction trait with two roles, this module has two
-//! role files over shared parts: [`client`] sends requests and reads response heads; [`server`]
-//! reads request heads and writes response heads. Both read through a [`BufferedConn`], which
-//! keeps the bytes it read past the end of one message for the next, so neither pipelining nor
-//! where the stream happens to split its reads changes what is parsed; both decode bodies with
-//! [`body::Decoder`] (a length, chunked, or until the connection closes) and frame them as RFC 9112
-//! §6.3 says, first rule that applies: none after a HEAD request and for 1xx, 204 and 304 responses;
-//! chunked if the final transfer coding is `chunked`; else (responses only) until the connection
-//! closes; `Content-Length` bytes; else until close (responses) or none (requests).
+//! role files over shared parts, and each role states only what differs: [`client`] sends
+//! requests and reads response heads; [`server`] reads request heads and writes response heads.
+//! Both read heads with one loop ([`read`]) through a [`BufferedConn`], which keeps the bytes it
+//! read past the end of one message for the next, so neither pipelining nor where the stream
+//! happens to split its reads changes what is parsed; both read the framing and connection fields
+//! with one pass ([`fields`]); both write fields and bodies with one set of writers ([`write`]);
+//! both decode bodies with [`body::Decoder`] (a length, chunked, or until the connection closes)
+//! and frame them as RFC 9112 §6.3 says, first rule that applies: none after a HEAD request and
+//! for 1xx, 204 and 304 responses; chunked if the final transfer coding is `chunked`; else
+//! (responses only) until the connection closes; `Content-Length` bytes; else until close
+//! (responses) or none (requests).
 //!
 //! Invariant: a message is handed on only once its head was read whole, and a connection counts as
 //! reusable only if its last body's end was framed; so whatever a reusable connection has
@@ -19,9 +22,12 @@ pub(crate) mod body;
 pub(crate) mod chunked;
 #[cfg(feature = "client")]
 pub(crate) mod client;
+pub(crate) mod fields;
 pub(crate) mod head;
+pub(crate) mod read;
 #[cfg(feature = "server")]
 pub(crate) mod server;
+pub(crate) mod write;
 
 use std::fmt;
 use std::io::{self, Read};
@@ -32,8 +38,7 @@ const READ_CHUNK: usize = 64 * 1024;
 /// next, up to [`READ_CHUNK`], so a short message on a fresh connection costs no
 /// 64 KiB buffer to zero and a long body is still read in large chunks.
 const FIRST_READ: usize = 4 * 1024;
-/// The most header fields a head may have, whatever [`Limits::max_headers`] says: the parsers keep
-/// this many slots on the stack.
+/// The most header fields a head may have, whatever [`Limits::max_headers`] says.
 pub(crate) const MAX_HEADERS_CAP: usize = 256;
 
 /// A stream, the bytes read from it that no message has consumed yet, and a buffer messages are

@@ -16,8 +16,10 @@ use std::io::{self, Read};
 use std::mem::MaybeUninit;
 use std::ops::Range;
 
+use super::fields::{FramingFields, LengthError};
 use super::head::Head;
-use super::{decimal, elements, is_named, BufferedConn, Framing, Limits, MAX_HEADERS_CAP};
+use super::read::{read_head, with_field_slots, Unread};
+use super::{is_named, BufferedConn, Framing, Limits};
 
 /// A request the server answers itself with `status`, then closes the connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,40 +74,28 @@ pub(crate) fn read_request_head<S: Read>(
     limits: &Limits,
     head: &mut Head,
 ) -> Result<u8, HeadError> {
-    // Bytes at the end of the buffer not yet parsed; a head can only have ended if they hold a LF.
-    let mut new = conn.buffered().len();
-    loop {
+    let parse = |conn: &mut BufferedConn<S>, ended: bool| {
         skip_empty_lines(conn);
         let buf = conn.buffered();
-        check_request_line(buf, limits.max_line).map_err(HeadError::Refused)?;
-        if buf[buf.len() - new.min(buf.len())..].contains(&b'\n') {
-            match parse_request(buf, limits.max_headers, head) {
-                Ok(Some((len, _))) if len > limits.max_head => break,
-                Ok(Some((len, version))) => {
-                    conn.consume(len);
-                    return Ok(version);
-                }
-                Ok(None) => {}
-                Err(e) => return Err(HeadError::Refused(refusal(e, buf))),
-            }
+        check_request_line(buf, limits.max_line)?;
+        match ended {
+            true => parse_request(buf, limits.max_headers, head).map_err(|e| refusal(e, buf)),
+            false => Ok(None),
         }
-        let got = buf.len();
-        if got > limits.max_head {
-            break;
+    };
+    read_head(conn, limits.max_head, parse).map_err(|unread| match unread {
+        Unread::Closed(_) => HeadError::Closed,
+        Unread::CutShort { .. } => {
+            let error = io::Error::new(io::ErrorKind::UnexpectedEof, "the request head was cut short");
+            HeadError::Io { error, partial: true }
         }
-        new = match conn.fill() {
-            Ok(0) if got == 0 => return Err(HeadError::Closed),
-            Ok(0) => {
-                let error = io::Error::new(io::ErrorKind::UnexpectedEof, "the request head was cut short");
-                return Err(HeadError::Io { error, partial: true });
-            }
-            Ok(n) => n,
-            Err(e) if got == 0 && super::is_disconnect(&e) => return Err(HeadError::Closed),
-            Err(error) => return Err(HeadError::Io { error, partial: got > 0 }),
-        };
-    }
-    let max = limits.max_head;
-    Err(HeadError::Refused(Refusal::new(431, format!("the request head is longer than {max} bytes"))))
+        Unread::Failed { error, got } => HeadError::Io { error, partial: got > 0 },
+        Unread::TooLong => {
+            let max = limits.max_head;
+            HeadError::Refused(Refusal::new(431, format!("the request head is longer than {max} bytes")))
+        }
+        Unread::Refused(refusal) => HeadError::Refused(refusal),
+    })
 }
 
 /// Consumes the empty lines before a request line (RFC 9112 §2.2 lets a server skip them), so that
@@ -131,24 +121,9 @@ fn check_request_line(buf: &[u8], max: usize) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// Header fields a request head is parsed into on the stack; a head with more is
-/// parsed again into a heap array of `max_headers`. Every connection's fiber keeps
-/// the stack pages it ever touched, so a large array here (probed page by page on
-/// entry) would cost each idle connection its pages.
-const FIELDS_ON_STACK: usize = 32;
-
 /// Parses a request head once complete, into `head`; returns its length and minor version.
 fn parse_request(buf: &[u8], max_headers: usize, head: &mut Head) -> Result<Option<(usize, u8)>, httparse::Error> {
-    let max_headers = max_headers.min(MAX_HEADERS_CAP);
-    // httparse writes each field before it is read, so the arrays need no initializing.
-    let mut fields = [const { MaybeUninit::uninit() }; FIELDS_ON_STACK];
-    match parse_into(buf, &mut fields[..max_headers.min(FIELDS_ON_STACK)], head) {
-        Err(httparse::Error::TooManyHeaders) if max_headers > FIELDS_ON_STACK => {
-            let mut fields: Vec<_> = (0..max_headers).map(|_| MaybeUninit::uninit()).collect();
-            parse_into(buf, &mut fields, head)
-        }
-        parsed => parsed,
-    }
+    with_field_slots(max_headers, |fields| parse_into(buf, fields, head))
 }
 
 /// [`parse_request`] with the fields in `fields`.
@@ -191,86 +166,77 @@ fn names_a_version(buf: &[u8]) -> bool {
 ///
 /// The [`Refusal`] to answer it with (see the module's doc).
 pub(crate) fn check_request(head: &Head, version: u8, limits: &Limits) -> Result<Message, Refusal> {
-    let mut hosts = 0;
-    let mut codings = 0;
-    let mut chunked_at = None;
-    let mut unknown = None;
-    let mut length: Option<u64> = None;
-    let (mut close, mut keep_alive, mut expect_continue) = (false, false, false);
-    for (name, value) in head.raw_fields() {
+    let (mut hosts, mut bad_host, mut expect_continue, mut bad_expect) = (0, None, false, None);
+    let fields = FramingFields::of(head, |name, value| {
         if is_named(name, b"host") {
-            if !is_valid_host(value) {
-                let value = String::from_utf8_lossy(value);
-                return Err(Refusal::new(400, format!("the Host {value:?} is not a host and port")));
-            }
             hosts += 1;
-        } else if is_named(name, b"transfer-encoding") {
-            if version == 0 {
-                return Err(Refusal::new(400, "Transfer-Encoding in an HTTP/1.0 request"));
-            }
-            let before = codings;
-            for coding in elements(value).filter(|c| !c.is_empty()) {
-                if !coding.eq_ignore_ascii_case(b"chunked") {
-                    unknown.get_or_insert_with(|| String::from_utf8_lossy(coding).into_owned());
-                } else if chunked_at.replace(codings).is_some() {
-                    return Err(Refusal::new(400, "chunked applied twice"));
-                }
-                codings += 1;
-            }
-            if codings == before {
-                return Err(Refusal::new(400, "an empty Transfer-Encoding"));
-            }
-        } else if is_named(name, b"content-length") {
-            for element in elements(value) {
-                let n = decimal(element).ok_or_else(|| {
-                    Refusal::new(400, format!("invalid Content-Length {:?}", String::from_utf8_lossy(element)))
-                })?;
-                if length.is_some_and(|first| first != n) {
-                    return Err(Refusal::new(400, "Content-Length fields that differ"));
-                }
-                length = Some(n);
-            }
-        } else if is_named(name, b"connection") {
-            for element in elements(value) {
-                close |= element.eq_ignore_ascii_case(b"close");
-                keep_alive |= element.eq_ignore_ascii_case(b"keep-alive");
+            if !is_valid_host(value) {
+                bad_host.get_or_insert(value);
             }
         } else if is_named(name, b"expect") && version == 1 {
-            if !value.eq_ignore_ascii_case(b"100-continue") {
-                let value = String::from_utf8_lossy(value);
-                return Err(Refusal::new(417, format!("the expectation {value:?} is not one this server meets")));
+            if value.eq_ignore_ascii_case(b"100-continue") {
+                expect_continue = true;
+            } else {
+                bad_expect.get_or_insert(value);
             }
-            expect_continue = true;
         }
+    });
+    if let Some(value) = bad_host {
+        let value = String::from_utf8_lossy(value);
+        return Err(Refusal::new(400, format!("the Host {value:?} is not a host and port")));
+    }
+    if let Some(value) = bad_expect {
+        let value = String::from_utf8_lossy(value);
+        return Err(Refusal::new(417, format!("the expectation {value:?} is not one this server meets")));
     }
     if hosts > 1 || (version == 1 && hosts == 0) {
         return Err(Refusal::new(400, "an HTTP/1.1 request needs exactly one Host field"));
     }
-    let framing = match (codings, length) {
-        (0, None) => Framing::None,
-        (0, Some(n)) if n > limits.max_body => {
-            let max = limits.max_body;
-            return Err(Refusal::new(413, format!("the body of {n} bytes is longer than the limit of {max}")));
-        }
-        (0, Some(n)) => Framing::Length(n),
-        (_, Some(_)) => return Err(Refusal::new(400, "both Transfer-Encoding and Content-Length")),
-        (_, None) if unknown.is_some() => {
-            let coding = unknown.unwrap_or_default();
-            return Err(Refusal::new(501, format!("the transfer coding {coding:?} is not implemented")));
-        }
-        (n, None) if chunked_at == Some(n - 1) => Framing::Chunked,
-        (_, None) => return Err(Refusal::new(400, "chunked is not the last transfer coding")),
-    };
+    let framing = request_framing(&fields, version, limits)?;
     let (path, query) = target_parts(head.method(), head.target())?;
-    let keep_alive = if version == 1 { !close } else { keep_alive && !close };
     Ok(Message {
         version,
         framing,
-        keep_alive,
+        keep_alive: fields.keeps_open(version),
         expect_continue: expect_continue && framing != Framing::None,
         path,
         query,
     })
+}
+
+/// How a request's body is framed (RFC 9112 §6.3, a server's rules): by `chunked` as the last and
+/// only-once transfer coding, or by one `Content-Length`, or it has none. Whatever two parsers
+/// could read two ways is refused.
+fn request_framing(fields: &FramingFields<'_>, version: u8, limits: &Limits) -> Result<Framing, Refusal> {
+    if fields.codings > 0 && version == 0 {
+        return Err(Refusal::new(400, "Transfer-Encoding in an HTTP/1.0 request"));
+    }
+    if fields.empty_coding_field {
+        return Err(Refusal::new(400, "an empty Transfer-Encoding"));
+    }
+    if fields.chunked > 1 {
+        return Err(Refusal::new(400, "chunked applied twice"));
+    }
+    let length = match &fields.length {
+        Ok(length) => *length,
+        Err(LengthError::Invalid(value)) => return Err(Refusal::new(400, format!("invalid Content-Length {value:?}"))),
+        Err(LengthError::Differ(..)) => return Err(Refusal::new(400, "Content-Length fields that differ")),
+    };
+    match (fields.codings, length) {
+        (0, None) => Ok(Framing::None),
+        (0, Some(n)) if n > limits.max_body => {
+            let max = limits.max_body;
+            Err(Refusal::new(413, format!("the body of {n} bytes is longer than the limit of {max}")))
+        }
+        (0, Some(n)) => Ok(Framing::Length(n)),
+        (_, Some(_)) => Err(Refusal::new(400, "both Transfer-Encoding and Content-Length")),
+        (_, None) if fields.other_coding.is_some() => {
+            let coding = String::from_utf8_lossy(fields.other_coding.unwrap_or_default());
+            Err(Refusal::new(501, format!("the transfer coding {coding:?} is not implemented")))
+        }
+        (_, None) if fields.chunked_last => Ok(Framing::Chunked),
+        (_, None) => Err(Refusal::new(400, "chunked is not the last transfer coding")),
+    }
 }
 
 /// Whether `value` may be a `Host` field's (RFC 9112 §3.2): `uri-host [":" port]`, whose bytes are
@@ -309,14 +275,6 @@ fn target_parts(method: &str, target: &str) -> Result<(Range<usize>, Option<Rang
     })
 }
 
-/// Whether `name: value` may be written in a head: `name` a token, `value` free of control bytes
-/// but horizontal tab (so no CR, LF or NUL can end the field or the head early).
-pub(crate) fn is_valid_field(name: &str, value: &str) -> bool {
-    !name.is_empty()
-        && name.bytes().all(super::chunked::is_token_char)
-        && value.bytes().all(|b| b == b'\t' || (b >= 0x20 && b != 0x7f))
-}
-
 /// Appends a status line, `HTTP/1.1 <status> <reason>`.
 pub(crate) fn write_status_line(out: &mut Vec<u8>, status: u16, reason: &str) {
     out.extend_from_slice(b"HTTP/1.1 ");
@@ -324,30 +282,6 @@ pub(crate) fn write_status_line(out: &mut Vec<u8>, status: u16, reason: &str) {
     out.push(b' ');
     out.extend_from_slice(reason.as_bytes());
     out.extend_from_slice(b"\r\n");
-}
-
-/// Appends one field, `name: value`.
-pub(crate) fn write_field(out: &mut Vec<u8>, name: &str, value: &[u8]) {
-    out.extend_from_slice(name.as_bytes());
-    out.extend_from_slice(b": ");
-    out.extend_from_slice(value);
-    out.extend_from_slice(b"\r\n");
-}
-
-/// Appends `Content-Length: <n>`.
-pub(crate) fn write_content_length(out: &mut Vec<u8>, n: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    let mut n = n;
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    write_field(out, "Content-Length", &digits[at..]);
 }
 
 /// `status` (100..=999) as three ASCII digits.

@@ -9,6 +9,7 @@ use super::body::Decoder;
 use super::client::*;
 use super::head::Head;
 use super::*;
+use crate::wire::write::COALESCE;
 
 /// A response read whole, as the client reads one: its head, then its body through a [`Decoder`].
 #[derive(Debug)]
@@ -520,18 +521,24 @@ fn request_head_is_written_exactly() {
 }
 
 #[test]
-fn request_head_rejects_cr_lf_and_nul() {
+fn request_head_refuses_a_method_or_field_a_head_may_not_hold() {
+    // The one rule of both roles: a token name and method, a value without control bytes.
     let cases = [
-        ("GET\r", ("A", "b"), "the method"),
-        ("GET", ("A\0", "b"), "a header name"),
-        ("GET", ("A", "b\r\n\r\nGET /evil HTTP/1.1"), "the value of header \"A\""),
+        ("GET\r", ("A", "b"), "the method \"GET\\r\" is not a token"),
+        ("GET /x", ("A", "b"), "the method \"GET /x\" is not a token"),
+        ("GET", ("A\0", "b"), "the header name \"A\\0\" is not a token"),
+        ("GET", ("A B", "b"), "the header name \"A B\" is not a token"),
+        ("GET", ("A", "b\r\n\r\nGET /evil HTTP/1.1"), "a control byte in the value of header \"A\""),
+        ("GET", ("A", "b\x7f"), "a control byte in the value of header \"A\""),
     ];
     let url = url("http://h/");
     for (method, (name, value), what) in cases {
         let headers = [(name.into(), value.into())];
         let err = RequestHead { method, url: &url, headers: &headers }.check().unwrap_err();
-        assert_eq!(describe(&err), format!("Malformed: malformed request head: CR, LF or NUL in {what}"));
+        assert_eq!(describe(&err), format!("Malformed: malformed request head: {what}"));
     }
+    let fine = [("X-Ok".into(), "a\tb c~\u{e9}".into())];
+    assert!(RequestHead { method: "PATCH", url: &url, headers: &fine }.check().is_ok());
 }
 
 #[test]
@@ -724,7 +731,7 @@ fn a_streamed_body_that_fails_or_ends_short_is_a_body_error() {
     match short {
         Err(SendError::Body(e)) => {
             assert_eq!(e.kind(), ErrorKind::UnexpectedEof);
-            assert_eq!(e.to_string(), "the request body ended after 5 of its 11 bytes");
+            assert_eq!(e.to_string(), "the body ended after 5 of its 11 bytes");
         }
         other => panic!("{other:?}"),
     }

@@ -79,13 +79,13 @@ pub(crate) fn head_body() -> Vec<u8> {
 #[derive(Debug)]
 pub(crate) struct TestServer {
     addr: SocketAddr,
-    shared: Arc<Shared>,
+    shared: Arc<FixtureState>,
     accept: Option<JoinHandle<()>>,
 }
 
 /// What the server's threads share.
 #[derive(Debug)]
-struct Shared {
+struct FixtureState {
     behaviour: Behaviour,
     tls: Option<Arc<ServerConfig>>,
     connections: AtomicUsize,
@@ -110,7 +110,7 @@ impl TestServer {
     fn spawn(behaviour: Behaviour, tls: Option<Arc<ServerConfig>>) -> TestServer {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("local address");
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(FixtureState {
             behaviour,
             tls,
             connections: 0.into(),
@@ -165,7 +165,7 @@ impl Drop for TestServer {
 }
 
 /// Accepts until `stop`, one thread per connection; then shuts every connection down and joins its thread.
-fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
+fn accept_loop(listener: &TcpListener, shared: &Arc<FixtureState>) {
     let mut open: Vec<(TcpStream, JoinHandle<()>)> = Vec::new();
     let mut resets = Vec::new();
     for stream in listener.incoming() {
@@ -197,7 +197,7 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
 }
 
 /// Reads one request head from `stream`, then closes it with `SO_LINGER` 0: the peer gets a reset.
-fn reset(stream: TcpStream, shared: &Shared) {
+fn reset(stream: TcpStream, shared: &FixtureState) {
     let socket = socket2::SockRef::from(&stream);
     socket.set_linger(Some(Duration::ZERO)).expect("set SO_LINGER");
     let mut conn = Conn { stream: &stream, buf: Vec::new() };
@@ -208,7 +208,7 @@ fn reset(stream: TcpStream, shared: &Shared) {
 }
 
 /// Serves one accepted socket, over TLS if configured, then closes it (after `close_notify` under TLS).
-fn serve_socket(stream: TcpStream, shared: &Shared) {
+fn serve_socket(stream: TcpStream, shared: &FixtureState) {
     // `shutdown`, not drop, ends the connection: the accept loop holds a clone of the socket.
     let Some(config) = &shared.tls else {
         let _ = serve(&mut Conn { stream: &stream, buf: Vec::new() }, shared);
@@ -321,7 +321,7 @@ impl<S: Read + Write> Conn<S> {
 }
 
 /// Answers requests on `conn` as `shared.behaviour` says, until either side closes.
-fn serve<S: Read + Write>(conn: &mut Conn<S>, shared: &Shared) -> io::Result<()> {
+fn serve<S: Read + Write>(conn: &mut Conn<S>, shared: &FixtureState) -> io::Result<()> {
     let mut on_this_connection = 0;
     while let Some(head) = conn.head()? {
         on_this_connection += 1;
@@ -395,10 +395,10 @@ fn serve<S: Read + Write>(conn: &mut Conn<S>, shared: &Shared) -> io::Result<()>
 }
 
 /// Counts one request as being answered until dropped.
-struct InFlight<'a>(&'a Shared);
+struct InFlight<'a>(&'a FixtureState);
 
 impl InFlight<'_> {
-    fn enter(shared: &Shared) -> InFlight<'_> {
+    fn enter(shared: &FixtureState) -> InFlight<'_> {
         let now = shared.in_flight.fetch_add(1, SeqCst) + 1;
         shared.max_in_flight.fetch_max(now, SeqCst);
         InFlight(shared)

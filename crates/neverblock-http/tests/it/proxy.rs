@@ -231,7 +231,8 @@ fn metrics_count_proxied_requests_in_flight_and_upstream_failures() {
     std::fs::File::create(files.path().join("big.bin")).unwrap().set_len(64 << 20).unwrap();
     let upstream = Upstream::start(files.path());
     let metrics = Metrics::new();
-    let proxy = Proxy::new(&upstream.url()).unwrap().timeout(Duration::from_millis(500)).metrics(&metrics);
+    let proxy =
+        Proxy::new(&upstream.url()).unwrap().timeout(Duration::from_millis(500)).observe(metrics.proxy_observer());
     let server =
         Running::with(Server::builder().workers(1).on_response(metrics.hook()), metrics.serve("/metrics", proxy));
     let page = || {

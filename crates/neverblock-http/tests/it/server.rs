@@ -205,7 +205,7 @@ fn the_handler_sees_the_request_and_the_hook_sees_the_exchange() {
             x.version(),
             x.status(),
             x.body_bytes(),
-            x.request_header("user-agent").unwrap_or("-"),
+            x.header("user-agent").unwrap_or("-"),
             x.peer_addr().ip()
         );
         tx.lock().unwrap().send(line).unwrap();

@@ -352,3 +352,22 @@ fn a_name_longer_than_the_file_system_allows_is_not_found_and_a_path_too_long_to
     assert!(crate::logs::lines_containing(&"p".repeat(240)).is_empty(), "no warning or error names the request");
     assert!(crate::logs::lines_containing("name too long").is_empty(), "no warning or error about the open");
 }
+
+#[test]
+fn files_then_a_handler_answers_from_the_files_first_and_passes_on_the_rest() {
+    let tree = TempDir::new("files-then");
+    tree.write("style.css", "body {}");
+    let app = |request: &mut neverblock_http::server::Request<'_>| {
+        neverblock_http::server::Response::new(200).body(format!("app: {} {}", request.method(), request.path()))
+    };
+    let server = Running::start(StaticFiles::new(tree.path()).unwrap().then(app));
+    let ask = |request: &str| replies(server.send_bytes(request)).into_iter().next().expect("an answer");
+    let file = ask("GET /style.css HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert_eq!((file.status, file.text().as_str()), (200, "body {}"));
+    let missing = ask("GET /users/7 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert_eq!(missing.text(), "app: GET /users/7", "no such file: the app answers");
+    let post = ask("POST /style.css HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    assert_eq!(post.text(), "app: POST /style.css", "other methods go to the app, not a 405");
+    let refused = ask("GET /a/../b HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert_eq!(refused.status, 400, "the files' refusal is their answer");
+}

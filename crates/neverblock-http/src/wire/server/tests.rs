@@ -1,6 +1,8 @@
 //! The request checks one at a time: request-line length, version names, target forms, framing.
 
 use super::*;
+use crate::wire::read::FIELDS_ON_STACK;
+use crate::wire::write::{is_valid_field, write_content_length};
 
 /// A request head parsed from `text` (which must be complete and valid to httparse).
 fn head(text: &str) -> (Head, u8) {

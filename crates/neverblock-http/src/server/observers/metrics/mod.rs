@@ -20,8 +20,9 @@ use counters::Counters;
 use counters::UPSTREAM_ERRORS;
 use exposition::{parse_dump, LoopState, Page, CONTENT_TYPE};
 
-use super::respond::error_response;
-use super::{Body, Exchange, Handler, Request, Response, ServerHandle};
+use crate::server::{Body, Exchange, Handler, Request, Response, ServerHandle};
+#[cfg(feature = "client")]
+use crate::server::{ProxyEvent, UpstreamFailure};
 
 neverblock::fiber_local!(static SENDING_FILE: Cell<bool> = Cell::new(false));
 
@@ -37,8 +38,8 @@ neverblock::fiber_local!(static SENDING_FILE: Cell<bool> = Cell::new(false));
 /// `neverblock_http_response_body_bytes_total`, the histogram
 /// `neverblock_http_request_duration_seconds`, `neverblock_downloads_in_flight`,
 /// `neverblock_proxy_requests_in_flight`, `neverblock_proxy_requests_total`,
-/// `neverblock_proxy_upstream_errors_total{kind}` (fed by a
-/// reverse proxy given these metrics), and per event loop `neverblock_fibers{loop}` and
+/// `neverblock_proxy_upstream_errors_total{kind}` (fed by a reverse proxy that
+/// [`proxy_observer`](Metrics::proxy_observer) observes), and per event loop `neverblock_fibers{loop}` and
 /// `neverblock_run_queue_length{loop}`.
 ///
 /// # Examples
@@ -143,7 +144,7 @@ impl Metrics {
     }
 
     /// A response hook that counts every exchange, for
-    /// [`ServerBuilder::on_response`](super::ServerBuilder::on_response).
+    /// [`ServerBuilder::on_response`](crate::server::ServerBuilder::on_response).
     ///
     /// # Examples
     ///
@@ -200,33 +201,43 @@ impl Metrics {
         .render()
     }
 
-    /// Counts a request sent to the upstream, in flight until the guard is dropped.
+    /// An observer for a [`Proxy`](crate::server::Proxy) ([`Proxy::observe`](crate::server::Proxy::observe)):
+    /// it counts the requests sent on and those in flight, and the upstream's failures by kind.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Metrics, Proxy};
+    ///
+    /// let metrics = Metrics::new();
+    /// let proxy = Proxy::new("http://127.0.0.1:3000").unwrap().observe(metrics.proxy_observer());
+    /// # drop(proxy);
+    /// ```
     #[cfg(feature = "client")]
-    pub(crate) fn proxy_started(&self) -> ProxyInFlight {
-        self.inner.counters.proxied();
-        self.inner.counters.proxied_in_flight.fetch_add(1, Relaxed);
-        ProxyInFlight { metrics: self.clone() }
-    }
-
-    /// Counts an upstream failure: `refused`, `reset`, `timeout` or `other`.
-    #[cfg(feature = "client")]
-    pub(crate) fn upstream_error(&self, kind: &str) {
-        let index = UPSTREAM_ERRORS.iter().position(|k| *k == kind).unwrap_or(UPSTREAM_ERRORS.len() - 1);
-        self.inner.counters.upstream_error(index);
-    }
-}
-
-/// A proxied request in flight; counted out when dropped.
-#[cfg(feature = "client")]
-#[derive(Debug)]
-pub(crate) struct ProxyInFlight {
-    metrics: Metrics,
-}
-
-#[cfg(feature = "client")]
-impl Drop for ProxyInFlight {
-    fn drop(&mut self) {
-        self.metrics.inner.counters.proxied_in_flight.fetch_sub(1, Relaxed);
+    pub fn proxy_observer(&self) -> impl Fn(ProxyEvent) + Send + Sync + 'static {
+        let metrics = self.clone();
+        move |event| {
+            let counters = &metrics.inner.counters;
+            match event {
+                ProxyEvent::Sent => {
+                    counters.proxied();
+                    counters.proxied_in_flight.fetch_add(1, Relaxed);
+                }
+                ProxyEvent::Done => {
+                    counters.proxied_in_flight.fetch_sub(1, Relaxed);
+                }
+                ProxyEvent::UpstreamFailed(failure) => {
+                    let kind = match failure {
+                        UpstreamFailure::Refused => "refused",
+                        UpstreamFailure::Reset => "reset",
+                        UpstreamFailure::Timeout => "timeout",
+                        _ => "other",
+                    };
+                    let index = UPSTREAM_ERRORS.iter().position(|k| *k == kind).unwrap_or(UPSTREAM_ERRORS.len() - 1);
+                    counters.upstream_error(index);
+                }
+            }
+        }
     }
 }
 
@@ -266,7 +277,7 @@ impl<H: Handler> Handler for Instrumented<H> {
                     .header("Content-Type", CONTENT_TYPE)
                     .header("Cache-Control", "no-store")
                     .body(self.metrics.page()),
-                _ => error_response(405, "the metrics page is read with GET").header("Allow", "GET, HEAD"),
+                _ => Response::error(405, "the metrics page is read with GET").header("Allow", "GET, HEAD"),
             };
         }
         let response = self.inner.handle(request);

@@ -1,12 +1,15 @@
-//! One exchange with the upstream through the client: the request with the client's body streamed
+//! One round trip to the upstream through the client: the request with the client's body streamed
 //! as it is read, and the answer's head with its body still on the upstream connection (or, when
 //! short, read already, to go out in one write with the head).
 
 use std::io::{self, Read};
 
-use super::super::respond::COALESCE;
-use crate::client::{Client, Request as Outgoing};
 use crate::error::Error;
+use crate::{Client, Request as Outgoing};
+
+/// An answer of known length up to this long is read from the upstream before its head goes to the
+/// client, so both go out in one write (the server writes a body this short with its head).
+const READ_FIRST: u64 = 64 * 1024;
 
 /// The upstream's answer: its status, fields and body.
 pub(super) struct Answer {
@@ -35,7 +38,7 @@ pub(super) enum Failed {
 /// Sends `outgoing` with `body` (`len` bytes, or of unknown length: sent chunked) and returns the
 /// answer once its head has arrived. The request body is read from the client as the upstream
 /// takes it, never whole.
-pub(super) fn exchange(
+pub(super) fn round_trip(
     client: &Client,
     outgoing: &Outgoing,
     body: &mut dyn Read,
@@ -56,7 +59,7 @@ pub(super) fn exchange(
     let (status, fields) = (stream.status(), stream.headers().map(|(n, v)| (n.to_owned(), v.to_vec())).collect());
     let body = match stream.content_length() {
         // A body this short is read first, so it goes to the client in one write with the head.
-        Some(len) if len <= COALESCE as u64 => {
+        Some(len) if len <= READ_FIRST => {
             AnswerBody::Read(stream.into_response().map_err(Failed::Upstream)?.into_body())
         }
         len => AnswerBody::Stream { reader: Box::new(stream), len },

@@ -176,7 +176,7 @@ fn virtual_host(line: &Line<'_>, _: &str, out: &mut Vec<u8>) -> bool {
 /// `%V`: the host the client asked for (`Host` without its port, in lower case), else the
 /// server's name (Apache's `UseCanonicalName Off`).
 fn server_name(line: &Line<'_>, _: &str, out: &mut Vec<u8>) -> bool {
-    let host = line.exchange.request_header("host").map(host_name).filter(|h| !h.is_empty());
+    let host = line.exchange.header("host").map(host_name).filter(|h| !h.is_empty());
     match host {
         Some(host) => escaped(out, Some(host.to_ascii_lowercase().as_bytes())),
         None => virtual_host(line, "", out),
@@ -199,7 +199,7 @@ fn process_id(_: &Line<'_>, _: &str, out: &mut Vec<u8>) -> bool {
 
 /// `%{Name}i`: a request field; several of one name joined with `, ` (Apache merges them).
 fn header_in(line: &Line<'_>, name: &str, out: &mut Vec<u8>) -> bool {
-    let mut values = line.exchange.request_headers().filter(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v);
+    let mut values = line.exchange.headers().filter(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v);
     let Some(first) = values.next() else { return false };
     escape_into(first, out);
     for value in values {

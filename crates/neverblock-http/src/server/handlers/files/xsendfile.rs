@@ -17,12 +17,9 @@ use std::path::{Path, PathBuf};
 
 use percent_encoding::percent_decode_str;
 
-use super::request::Request;
-use super::respond::error_response;
-use super::response::Response;
-use super::static_files::{leads_outside_root, url_path_beneath};
-use super::{Handler, StaticFiles};
+use super::{leads_outside_root, url_path_beneath, StaticFiles};
 use crate::error::Error;
+use crate::server::{Handler, Request, Response};
 
 /// The handler's fields a file response replaces: they describe the body the handler did not send.
 const REPLACED: [&str; 6] =
@@ -310,7 +307,7 @@ fn refuse(request: &Request<'_>, header: &str, value: &str, why: fmt::Arguments<
         request.method(),
         request.target()
     );
-    error_response(404, "no such file")
+    Response::error(404, "no such file")
 }
 
 impl<H> fmt::Debug for XSendfile<H> {

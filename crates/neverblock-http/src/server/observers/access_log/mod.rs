@@ -19,8 +19,8 @@ use std::sync::Arc;
 
 pub use format::LogFormat;
 
-use super::Exchange;
 use crate::error::{Error, ErrorKind};
+use crate::server::Exchange;
 use writer::Writer;
 
 /// An access log: a line in a [`LogFormat`] for each exchange, written to standard output or a
@@ -155,7 +155,7 @@ impl AccessLog {
     }
 
     /// A response hook that records every exchange, for
-    /// [`ServerBuilder::on_response`](super::ServerBuilder::on_response).
+    /// [`ServerBuilder::on_response`](crate::server::ServerBuilder::on_response).
     ///
     /// # Examples
     ///

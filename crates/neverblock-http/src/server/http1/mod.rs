@@ -1,5 +1,5 @@
-//! One connection's fiber: requests read in turn (pipelined ones answered in order), each given to
-//! the handler, each response written before the next request is read.
+//! The HTTP/1 driver: one connection's fiber reads requests in turn (pipelined ones answered in
+//! order), gives each to the handler, and writes each response before the next request is read.
 //!
 //! The fiber is the connection's only reader and writer. While it waits for a request head (for
 //! its first byte, or for the rest of it) it is idle: the registry may close it then (shutdown,
@@ -9,24 +9,30 @@
 //! drained (up to 256 KiB) after the response, or the connection closes. A handler that panics
 //! gets its request a 500 and its connection closed; the panic goes no further.
 
-use std::any::Any;
+mod body;
+mod socket;
+mod write;
+
 use std::net::SocketAddr;
-use std::panic::{self, AssertUnwindSafe};
 use std::rc::Rc;
 use std::time::{Instant, SystemTime};
 
 use neverblock::net::TcpStream;
 
 use super::exchange::Exchange;
-use super::request::{BodyState, Request, RequestBody};
-use super::respond::{self, error_response, linger, Context, Sent};
+use super::panics::{catch, panic_message};
+use super::request::{Request, RequestBody, RequestParts};
 use super::response::Response;
-use super::socket::{Budget, Floor, Socket};
-use super::Loop;
+use super::timed::{MinRate, WaitLimit};
+use super::ServerLoop;
 use crate::wire::body::Decoder;
 use crate::wire::head::Head;
 use crate::wire::server::{check_request, read_request_head, HeadError, Message, Refusal};
 use crate::wire::{BufferedConn, Framing};
+use crate::Version;
+use body::{BodyState, Http1Body};
+use socket::Socket;
+use write::{linger, Context, Sent};
 
 /// The most of an unread request body read and dropped to keep the connection (Go's rule).
 const DRAIN_LIMIT: u64 = 256 * 1024;
@@ -41,35 +47,42 @@ struct Started {
 impl Started {
     /// Now, if the server has a response hook to tell it to: without one nobody reads the clocks'
     /// answer.
-    fn now(lp: &Loop) -> Option<Started> {
-        lp.config.hook.is_some().then(|| Started { at: Instant::now(), time: SystemTime::now() })
+    fn now(server_loop: &ServerLoop) -> Option<Started> {
+        server_loop.config.hook.is_some().then(|| Started { at: Instant::now(), time: SystemTime::now() })
     }
 }
 
+/// The connection's two addresses.
+#[derive(Clone, Copy, Debug)]
+struct Addresses {
+    peer: SocketAddr,
+    local: SocketAddr,
+}
+
 /// Serves the connection until it closes, the client asks to close it, or the server stops.
-pub(super) fn serve(stream: TcpStream, peer: SocketAddr, lp: &Rc<Loop>) {
+pub(super) fn serve(stream: TcpStream, peer: SocketAddr, server_loop: &Rc<ServerLoop>) {
     let _ = stream.set_nodelay(true);
     let local = stream.local_addr().unwrap_or(peer);
     let stream = Rc::new(stream);
-    let member = lp.registry.enter(stream.clone());
+    let registered = server_loop.registry.enter(stream.clone());
     let socket = Socket::new(stream);
     let mut conn = BufferedConn::new(socket.clone());
     let mut head = Head::default();
-    let timeouts = lp.config.timeouts;
+    let timeouts = server_loop.config.timeouts;
     let mut first = true;
-    let ends = Ends { peer, local };
+    let addresses = Addresses { peer, local };
     loop {
-        if lp.registry.is_stopping() {
+        if server_loop.registry.is_stopping() {
             return;
         }
         let now = Instant::now();
-        socket.set_read_budget(match (first, conn.has_buffered()) {
-            (false, false) => Budget::FirstByte { by: now + timeouts.keep_alive, then: timeouts.header },
-            _ => Budget::Until(now + timeouts.header),
+        socket.set_read_limit(match (first, conn.has_buffered()) {
+            (false, false) => WaitLimit::FirstByte { by: now + timeouts.keep_alive, then: timeouts.header },
+            _ => WaitLimit::Until(now + timeouts.header),
         });
-        member.set_idle_since(Some(now));
-        let read = read_request_head(&mut conn, &lp.config.limits, &mut head);
-        member.set_idle_since(None);
+        registered.set_idle_since(Some(now));
+        let read = read_request_head(&mut conn, &server_loop.config.limits, &mut head);
+        registered.set_idle_since(None);
         let version = match read {
             Ok(version) => version,
             Err(HeadError::Closed) => return,
@@ -77,23 +90,24 @@ pub(super) fn serve(stream: TcpStream, peer: SocketAddr, lp: &Rc<Loop>) {
                 log::debug!("{peer}: reading a request head: {error}");
                 if partial && error.kind() == std::io::ErrorKind::TimedOut {
                     let why = format!("the request head did not arrive within {:?}", timeouts.header);
-                    count_request(lp);
-                    refuse(lp, &socket, &Refusal { status: 408, why: why.into() }, Received::Line(None), ends);
+                    count_request(server_loop);
+                    let refusal = Refusal { status: 408, why: why.into() };
+                    refuse(server_loop, &socket, &refusal, Received::Line(None), addresses);
                 }
                 return;
             }
             Err(HeadError::Refused(refusal)) => {
-                count_request(lp);
+                count_request(server_loop);
                 let line = request_line(conn.buffered(), refusal.status);
-                return refuse(lp, &socket, &refusal, Received::Line(line), ends);
+                return refuse(server_loop, &socket, &refusal, Received::Line(line), addresses);
             }
         };
-        count_request(lp);
-        let message = match check_request(&head, version, &lp.config.limits) {
+        count_request(server_loop);
+        let message = match check_request(&head, version, &server_loop.config.limits) {
             Ok(message) => message,
-            Err(refusal) => return refuse(lp, &socket, &refusal, Received::Head(&head), ends),
+            Err(refusal) => return refuse(server_loop, &socket, &refusal, Received::Head(&head), addresses),
         };
-        if !exchange(lp, &mut conn, &head, &message, ends) {
+        if !answer(server_loop, &mut conn, &head, &message, addresses) {
             return;
         }
         first = false;
@@ -101,49 +115,60 @@ pub(super) fn serve(stream: TcpStream, peer: SocketAddr, lp: &Rc<Loop>) {
 }
 
 /// Counts a request answered, by the handler or by a refusal.
-fn count_request(lp: &Loop) {
-    lp.registry.counters().requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+fn count_request(server_loop: &ServerLoop) {
+    server_loop.registry.counters().requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// The connection's two addresses.
-#[derive(Clone, Copy, Debug)]
-struct Ends {
-    peer: SocketAddr,
-    local: SocketAddr,
+/// What a handler and the hook are told of `message`.
+fn parts_of(message: &Message) -> RequestParts {
+    RequestParts {
+        version: Version::of_minor(message.version),
+        path: message.path.clone(),
+        query: message.query.clone(),
+        content_length: message.framing.known_length(),
+    }
 }
 
 /// Answers one request; returns whether the connection may carry another.
-fn exchange(lp: &Loop, conn: &mut BufferedConn<Socket>, head: &Head, message: &Message, ends: Ends) -> bool {
-    let started = Started::now(lp);
-    let config = &lp.config;
+fn answer(
+    server_loop: &ServerLoop,
+    conn: &mut BufferedConn<Socket>,
+    head: &Head,
+    message: &Message,
+    addresses: Addresses,
+) -> bool {
+    let started = Started::now(server_loop);
+    let config = &server_loop.config;
     let socket = conn.get_ref().clone();
     let decoder = Decoder::new(message.framing, &config.limits, "request")
         .expect("check_request refused bodies over this same limit");
     let mut state = BodyState::new(decoder, message.expect_continue);
-    socket.set_read_budget(Budget::Floor(Floor::new(config.timeouts.body, config.timeouts.min_rate)));
+    let parts = parts_of(message);
+    socket.set_read_limit(WaitLimit::MinRate(MinRate::new(config.timeouts.body, config.timeouts.min_rate)));
     // The `100 Continue` a body's first read sends is bounded like a response.
-    socket.set_write_budget(Budget::Floor(Floor::new(config.timeouts.send, config.timeouts.min_rate)));
+    socket.set_write_limit(WaitLimit::MinRate(MinRate::new(config.timeouts.send, config.timeouts.min_rate)));
     let mut close = false;
     let mut response = if head.target() == "*" {
         // `OPTIONS *` asks about the server itself: nothing to add to a plain 200.
         Response::new(200)
     } else {
-        let body = RequestBody { conn: &mut *conn, state: &mut state };
-        let mut request = Request { head, message, peer: ends.peer, local: ends.local, body };
+        let mut source = Http1Body { conn: &mut *conn, state: &mut state };
+        let body = RequestBody { source: &mut source };
+        let mut request = Request { head, parts: &parts, peer: addresses.peer, local: addresses.local, body };
         match catch(|| config.handler.handle(&mut request)) {
             Ok(response) => response,
             Err(payload) => {
                 let text = panic_message(&*payload);
                 log::error!("the handler panicked on {} {}: {text}; answering 500", head.method(), head.target());
                 close = true;
-                error_response(500, "the handler failed")
+                Response::error(500, "the handler failed")
             }
         }
     };
     if let Some((status, why)) = state.failure.take() {
-        log::debug!("{}: the request body of {} {} failed: {why}", ends.peer, head.method(), head.target());
+        log::debug!("{}: the request body of {} {} failed: {why}", addresses.peer, head.method(), head.target());
         let Some(status) = status else { return false };
-        response = error_response(status, &why);
+        response = Response::error(status, &why);
         close = true;
     }
     let body_done = state.decoder.is_done();
@@ -151,11 +176,12 @@ fn exchange(lp: &Loop, conn: &mut BufferedConn<Socket>, head: &Head, message: &M
         Framing::Length(len) => len - state.decoder.consumed() <= DRAIN_LIMIT,
         _ => true,
     };
-    close |= !message.keep_alive || lp.registry.is_stopping() || (!body_done && (state.continue_owed || !drainable));
-    socket.set_write_budget(Budget::Floor(Floor::new(config.timeouts.send, config.timeouts.min_rate)));
+    close |=
+        !message.keep_alive || server_loop.registry.is_stopping() || (!body_done && (state.continue_due || !drainable));
+    socket.set_write_limit(WaitLimit::MinRate(MinRate::new(config.timeouts.send, config.timeouts.min_rate)));
     let cx = Context { head_request: head.method() == "HEAD", version: message.version, close };
-    let sent = respond::send(&socket, &mut response, cx);
-    report(lp, Received::Head(head), Some(message), &response, sent, ends, started);
+    let sent = write::send(&socket, &mut response, cx);
+    report(server_loop, Received::Head(head), Some(&parts), &response, sent, addresses, started);
     if !sent.complete {
         return false;
     }
@@ -202,15 +228,15 @@ fn request_line(buffered: &[u8], status: u16) -> Option<&[u8]> {
 }
 
 /// Answers a request the server will not take, and closes the connection.
-fn refuse(lp: &Loop, socket: &Socket, refusal: &Refusal, head: Received<'_>, ends: Ends) {
-    let started = Started::now(lp);
-    log::debug!("{}: refused with {}: {}", ends.peer, refusal.status, refusal.why);
-    let mut response = error_response(refusal.status, &refusal.why);
-    let timeouts = lp.config.timeouts;
-    socket.set_write_budget(Budget::Floor(Floor::new(timeouts.send, timeouts.min_rate)));
+fn refuse(server_loop: &ServerLoop, socket: &Socket, refusal: &Refusal, head: Received<'_>, addresses: Addresses) {
+    let started = Started::now(server_loop);
+    log::debug!("{}: refused with {}: {}", addresses.peer, refusal.status, refusal.why);
+    let mut response = Response::error(refusal.status, &refusal.why);
+    let timeouts = server_loop.config.timeouts;
+    socket.set_write_limit(WaitLimit::MinRate(MinRate::new(timeouts.send, timeouts.min_rate)));
     let cx = Context { head_request: false, version: 1, close: true };
-    let sent = respond::send(socket, &mut response, cx);
-    report(lp, head, None, &response, sent, ends, started);
+    let sent = write::send(socket, &mut response, cx);
+    report(server_loop, head, None, &response, sent, addresses, started);
     if sent.complete {
         linger(socket);
     }
@@ -218,15 +244,15 @@ fn refuse(lp: &Loop, socket: &Socket, refusal: &Refusal, head: Received<'_>, end
 
 /// Calls the server's response hook, if it has one.
 fn report(
-    lp: &Loop,
+    server_loop: &ServerLoop,
     head: Received<'_>,
-    message: Option<&Message>,
+    parts: Option<&RequestParts>,
     response: &Response,
     sent: Sent,
-    ends: Ends,
+    addresses: Addresses,
     started: Option<Started>,
 ) {
-    if let (Some(hook), Some(started)) = (&lp.config.hook, started) {
+    if let (Some(hook), Some(started)) = (&server_loop.config.hook, started) {
         let (head, line) = match head {
             Received::Head(head) => (Some(head), None),
             Received::Line(line) => (None, line),
@@ -234,10 +260,10 @@ fn report(
         let exchange = Exchange {
             head,
             line,
-            message,
+            parts,
             response,
-            peer: ends.peer,
-            local: ends.local,
+            peer: addresses.peer,
+            local: addresses.local,
             body_bytes: sent.body_bytes,
             complete: sent.complete,
             started: started.time,
@@ -248,31 +274,10 @@ fn report(
         if let Err(payload) = catch(|| hook(&exchange)) {
             log::error!(
                 "the response hook panicked after {} {}: {}",
-                ends.peer,
+                addresses.peer,
                 response.status(),
                 panic_message(&*payload)
             );
         }
     }
-}
-
-/// Runs `f`, catching a panic of the code it calls (a handler's, a hook's): its payload. The
-/// runtime's own unwinds (a cancelled task, a dropped fiber) go on, so the fiber still ends.
-pub(super) fn catch<T>(f: impl FnOnce() -> T) -> Result<T, Box<dyn Any + Send>> {
-    panic::catch_unwind(AssertUnwindSafe(f)).map_err(|payload| {
-        if neverblock::runtime::is_cancellation(&*payload) {
-            panic::resume_unwind(payload);
-        }
-        payload
-    })
-}
-
-/// The message of a panic raised with `panic!` (a `&str` or `String` payload), or a
-/// placeholder for any other payload (`panic_any`).
-pub(super) fn panic_message(payload: &(dyn Any + Send)) -> &str {
-    payload
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("(a payload that is not a message)")
 }

@@ -10,6 +10,8 @@ mod conditional;
 mod open;
 mod path;
 mod range;
+mod then;
+mod xsendfile;
 
 use std::borrow::Cow;
 use std::fs::{File, Metadata};
@@ -19,15 +21,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::listen;
-use super::request::Request;
-use super::respond::error_response;
-use super::response::{Body, Response};
-use super::Handler;
 use crate::error::{Error, ErrorKind};
+use crate::server::{is_out_of_descriptors, shed_idle_connections, Body, Handler, Request, Response};
 use conditional::{Conditions, Outcome, Validators};
 use open::Root;
 use range::Selection;
+pub use then::FilesThen;
+pub use xsendfile::XSendfile;
 
 /// The longest path Linux takes, in bytes with its NUL (`PATH_MAX`): a longer target is answered
 /// 414, as too long to serve.
@@ -172,11 +172,11 @@ impl StaticFiles {
     /// ```
     pub fn serve_path(&self, request: &Request<'_>, path: &str) -> Response {
         if !matches!(request.method(), "GET" | "HEAD") {
-            return error_response(405, "only GET and HEAD are served here").header("Allow", "GET, HEAD");
+            return Response::error(405, "only GET and HEAD are served here").header("Allow", "GET, HEAD");
         }
         let mapped = match path::map(path) {
             Ok(mapped) => mapped,
-            Err(why) => return error_response(400, why),
+            Err(why) => return Response::error(400, why),
         };
         self.serve_mapped(request, mapped)
     }
@@ -195,14 +195,14 @@ impl StaticFiles {
             relative.push("index.html");
             (file, meta) = match self.open(&relative) {
                 Ok(opened) => opened,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => return error_response(403, "no index.html here"),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Response::error(403, "no index.html here"),
                 Err(e) => return self.open_failed(request, &e),
             };
         } else if mapped.trailing_slash {
-            return error_response(404, "not a directory");
+            return Response::error(404, "not a directory");
         }
         if !meta.is_file() {
-            return error_response(403, "not a regular file");
+            return Response::error(403, "not a regular file");
         }
         let content_type = content_type(&relative);
         if self.precompressed && accepts_gzip(list_field(request, "accept-encoding").as_deref()) {
@@ -221,7 +221,7 @@ impl StaticFiles {
     /// than by the request's path (X-Sendfile): whatever the request's method, it is answered as a
     /// GET (or a HEAD) of the file, with its conditionals and range. What cannot be served is
     /// returned as the error of the open, or `None` for what is not a regular file.
-    pub(super) fn serve_named(&self, request: &Request<'_>, relative: &Path) -> Result<Option<Response>, io::Error> {
+    fn serve_named(&self, request: &Request<'_>, relative: &Path) -> Result<Option<Response>, io::Error> {
         let (file, meta) = self.open(relative)?;
         if !meta.is_file() {
             return Ok(None);
@@ -234,7 +234,7 @@ impl StaticFiles {
     /// running out of descriptors sheds idle connections and tries once more.
     fn open(&self, relative: &Path) -> io::Result<(File, Metadata)> {
         let file = match open::open(&self.root, relative) {
-            Err(e) if listen::is_fd_exhaustion(&e) && listen::free_descriptors() => open::open(&self.root, relative),
+            Err(e) if is_out_of_descriptors(&e) && shed_idle_connections() => open::open(&self.root, relative),
             other => other,
         }?;
         let meta = file.metadata()?;
@@ -242,10 +242,10 @@ impl StaticFiles {
     }
 
     /// The answer when the file could not be opened.
-    pub(super) fn open_failed(&self, request: &Request<'_>, e: &io::Error) -> Response {
+    fn open_failed(&self, request: &Request<'_>, e: &io::Error) -> Response {
         match e.kind() {
-            io::ErrorKind::NotFound | io::ErrorKind::NotADirectory => error_response(404, "no such file"),
-            io::ErrorKind::PermissionDenied => error_response(403, "not readable"),
+            io::ErrorKind::NotFound | io::ErrorKind::NotADirectory => Response::error(404, "no such file"),
+            io::ErrorKind::PermissionDenied => Response::error(403, "not readable"),
             _ if open::is_escape(e) => {
                 log::warn!(
                     "{} asked for {}, which leads outside {}",
@@ -253,27 +253,27 @@ impl StaticFiles {
                     request.path(),
                     self.root.path().display()
                 );
-                error_response(404, "no such file")
+                Response::error(404, "no such file")
             }
-            _ if listen::is_fd_exhaustion(e) => {
-                error_response(503, "out of file descriptors; try again").header("Retry-After", "1")
+            _ if is_out_of_descriptors(e) => {
+                Response::error(503, "out of file descriptors; try again").header("Retry-After", "1")
             }
             _ if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
-                error_response(404, "no such file")
+                Response::error(404, "no such file")
             }
             // A name longer than the file system allows names no file; a whole path longer than
             // the kernel takes is a target too long to serve.
             io::ErrorKind::InvalidFilename => {
                 log::debug!("{} asked for a path the file system cannot name: {e}", request.peer_addr());
                 if request.path().len() >= PATH_MAX {
-                    error_response(414, "the path is longer than the file system allows")
+                    Response::error(414, "the path is longer than the file system allows")
                 } else {
-                    error_response(404, "no such file")
+                    Response::error(404, "no such file")
                 }
             }
             _ => {
                 log::error!("opening {} under {}: {e}", request.path(), self.root.path().display());
-                error_response(500, "the file cannot be opened")
+                Response::error(500, "the file cannot be opened")
             }
         }
     }
@@ -310,7 +310,7 @@ impl StaticFiles {
             false => response,
         };
         let mut response = match outcome {
-            Outcome::Failed => return vary(error_response(412, "a precondition failed")),
+            Outcome::Failed => return vary(Response::error(412, "a precondition failed")),
             Outcome::NotModified => Response::new(304),
             Outcome::Proceed { range } => {
                 let selection = match request.header("range") {
@@ -324,7 +324,7 @@ impl StaticFiles {
                         .body(Body::file(file, part.start, part.end - part.start)),
                     Selection::Unsatisfiable => {
                         return vary(
-                            error_response(416, "the range is outside the file")
+                            Response::error(416, "the range is outside the file")
                                 .header("Content-Range", format!("bytes */{size}")),
                         )
                     }
@@ -355,12 +355,12 @@ impl Handler for StaticFiles {
 /// # Errors
 ///
 /// Why the path is refused: a `..` segment, an encoded slash, a NUL byte, a broken escape.
-pub(super) fn url_path_beneath(raw: &str) -> Result<std::path::PathBuf, &'static str> {
+fn url_path_beneath(raw: &str) -> Result<std::path::PathBuf, &'static str> {
     path::map(raw).map(|mapped| mapped.relative)
 }
 
 /// Whether `e`, from opening a path beneath a root, is the refusal of a path that leads outside it.
-pub(super) fn leads_outside_root(e: &io::Error) -> bool {
+fn leads_outside_root(e: &io::Error) -> bool {
     open::is_escape(e)
 }
 
@@ -384,7 +384,7 @@ fn redirect_to_directory(request: &Request<'_>) -> Response {
         None => format!("{dot}{last}/"),
     };
     let location = if last.is_empty() { "/".to_owned() } else { location };
-    error_response(301, "this is a directory").header("Location", location)
+    Response::error(301, "this is a directory").header("Location", location)
 }
 
 /// A strong entity tag from what changes when the file does: inode, size, modification time.

@@ -5,28 +5,26 @@
 //! instead, after the responses queued before it; one that fails later ends the connection, so the
 //! client sees a response cut short, never one it could take for whole.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::net::Shutdown;
 use std::time::{Duration, Instant};
 
-use super::conn::{catch, panic_message};
-use super::date;
-use super::response::{Body, Response};
-use super::socket::{Budget, Socket};
-use crate::wire::chunked::{size_line, LAST_CHUNK};
-use crate::wire::server::{is_valid_field, reason_phrase, write_content_length, write_field, write_status_line};
-use crate::wire::{elements, is_named};
+use super::socket::Socket;
+use crate::server::date;
+use crate::server::panics::{catch, panic_message};
+use crate::server::response::{Body, Response};
+use crate::server::timed::WaitLimit;
+use crate::wire::fields::lists;
+use crate::wire::is_named;
+use crate::wire::server::{reason_phrase, write_status_line};
+use crate::wire::write::{
+    is_valid_field, send_bytes, send_streamed, write_content_length, write_field, Cause, StreamError, Streamed,
+};
 
-/// A body this short goes out in one write with its head.
-pub(super) const COALESCE: usize = 64 * 1024;
 /// A file range this short, when in the page cache, is copied into the response's one write: a
 /// copy of a few pages costs less than the extra calls `sendfile` takes (a write for the head, the
 /// page-cache probes, the `sendfile`).
 const SMALL_FILE: usize = 16 * 1024;
-/// The most read from a streamed body at a time.
-const STREAM_CHUNK: usize = 32 * 1024;
-/// Room before a chunk's data for its size line.
-const SIZE_ROOM: usize = 18;
 /// How long a closing connection keeps reading what the client still sends, so the response is
 /// not lost to a reset (nginx's `lingering_close`), and how much it reads at most.
 const LINGER: Duration = Duration::from_secs(2);
@@ -58,7 +56,7 @@ pub(super) struct Sent {
 pub(super) fn send(socket: &Socket, response: &mut Response, cx: Context) -> Sent {
     if let Err(why) = check(response) {
         log::error!("a handler's response cannot be sent ({why}); answering 500 instead");
-        *response = error_response(500, "the handler's response was invalid");
+        *response = Response::error(500, "the handler's response was invalid");
     }
     let mut close = cx.close || asks_to_close(response);
     let status = response.status();
@@ -107,7 +105,7 @@ pub(super) fn send(socket: &Socket, response: &mut Response, cx: Context) -> Sen
             // The head is still queued: nothing of this response has gone out, so a 500 can.
             log::error!("the body of a {status} response failed before its first byte ({error}); answering 500");
             socket.pending().truncate(earlier);
-            *response = error_response(500, "the response body failed");
+            *response = Response::error(500, "the response body failed");
             send(socket, response, Context { close: true, ..cx })
         }
         Err(Failure { sent, error }) => {
@@ -129,21 +127,29 @@ impl From<io::Error> for Failure {
     }
 }
 
+impl From<StreamError> for Failure {
+    fn from(e: StreamError) -> Failure {
+        let (Cause::Read(error) | Cause::Write(error)) = e.cause;
+        Failure { sent: e.sent, error }
+    }
+}
+
 /// Writes `body` after the queued head; returns how many body bytes went out.
 fn send_body(socket: &Socket, body: Body, chunked: bool) -> Result<u64, Failure> {
     match body {
         Body::Empty => Ok(0),
-        Body::Bytes(bytes) if bytes.len() <= COALESCE => {
-            socket.queue(&bytes);
+        Body::Bytes(bytes) => with_queue(socket, |out, staged| {
+            send_bytes(out, staged, &bytes)?;
             Ok(bytes.len() as u64)
+        }),
+        Body::Reader { reader, len } => {
+            let framing = match len {
+                Some(len) => Streamed::Sized(len),
+                None if chunked => Streamed::Chunked,
+                None => Streamed::UntilClose,
+            };
+            with_queue(socket, |out, staged| Ok(send_streamed(out, staged, &mut Guarded(reader), framing)?))
         }
-        Body::Bytes(bytes) => {
-            socket.clone().write_all(&bytes)?;
-            Ok(bytes.len() as u64)
-        }
-        Body::Reader { reader, len: Some(len) } => send_sized(socket, Guarded(reader), len),
-        Body::Reader { reader, len: None } if chunked => send_chunked(socket, Guarded(reader)),
-        Body::Reader { reader, len: None } => send_until_close(socket, Guarded(reader)),
         Body::File { file, offset, len } if len <= SMALL_FILE as u64 && queue_cached(socket, &file, offset, len) => {
             Ok(len)
         }
@@ -166,24 +172,18 @@ fn send_body(socket: &Socket, body: Body, chunked: bool) -> Result<u64, Failure>
     }
 }
 
-/// Sends `reader` to its end, unframed: the connection's close ends the body (HTTP/1.0). Out of
-/// line, with its buffer on the heap: `io::copy`'s 8 KiB stack buffer, inlined into `send_body`,
-/// would be paged in on every response and kept by every connection's fiber.
-#[inline(never)]
-fn send_until_close(socket: &Socket, mut reader: impl Read) -> Result<u64, Failure> {
+/// Runs `send` with the socket and its queue taken out of it as the staging buffer (the head, and
+/// whatever `send` stages after it, go out in its first write), then puts back what is still to
+/// be written.
+fn with_queue(
+    socket: &Socket,
+    send: impl FnOnce(&mut Socket, &mut Vec<u8>) -> Result<u64, Failure>,
+) -> Result<u64, Failure> {
+    let mut staged = socket.take_pending();
     let mut out = socket.clone();
-    let mut buf = vec![0u8; STREAM_CHUNK];
-    let mut sent = 0u64;
-    loop {
-        let n = match reader.read(&mut buf) {
-            Ok(0) => return Ok(sent),
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(error) => return Err(Failure { sent, error }),
-        };
-        out.write_all(&buf[..n]).map_err(|error| Failure { sent, error })?;
-        sent += n as u64;
-    }
+    let sent = send(&mut out, &mut staged);
+    socket.give_back(staged);
+    sent
 }
 
 /// Appends `len` bytes of `file` from `offset` to the queued response if they are all in the page
@@ -214,46 +214,6 @@ impl Read for Guarded {
     }
 }
 
-/// Copies exactly `len` bytes of `reader`.
-fn send_sized(socket: &Socket, mut reader: impl Read, len: u64) -> Result<u64, Failure> {
-    let mut buf = vec![0u8; STREAM_CHUNK.min(usize::try_from(len).unwrap_or(usize::MAX))];
-    let mut out = socket.clone();
-    let mut sent = 0u64;
-    while sent < len {
-        let want = buf.len().min(usize::try_from(len - sent).unwrap_or(usize::MAX));
-        let n = match reader.read(&mut buf[..want]) {
-            Ok(0) => return Err(Failure { sent, error: short("the body's reader", len) }),
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(error) => return Err(Failure { sent, error }),
-        };
-        out.write_all(&buf[..n]).map_err(|error| Failure { sent, error })?;
-        sent += n as u64;
-    }
-    Ok(sent)
-}
-
-/// Sends what `reader` yields as chunks, one write each, then the last chunk.
-fn send_chunked(socket: &Socket, mut reader: impl Read) -> Result<u64, Failure> {
-    let mut buf = vec![0u8; SIZE_ROOM + STREAM_CHUNK + 2];
-    let mut out = socket.clone();
-    let mut sent = 0u64;
-    loop {
-        let n = match reader.read(&mut buf[SIZE_ROOM..SIZE_ROOM + STREAM_CHUNK]) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(error) => return Err(Failure { sent, error }),
-        };
-        let start = size_line(n, &mut buf[..SIZE_ROOM]);
-        buf[SIZE_ROOM + n..SIZE_ROOM + n + 2].copy_from_slice(b"\r\n");
-        out.write_all(&buf[start..SIZE_ROOM + n + 2]).map_err(|error| Failure { sent, error })?;
-        sent += n as u64;
-    }
-    socket.queue(LAST_CHUNK);
-    Ok(sent)
-}
-
 fn short(what: &str, len: u64) -> io::Error {
     io::Error::new(io::ErrorKind::UnexpectedEof, format!("{what} ended before its {len} bytes"))
 }
@@ -273,15 +233,7 @@ fn check(response: &Response) -> Result<(), String> {
 fn asks_to_close(response: &Response) -> bool {
     response
         .headers()
-        .filter(|(name, _)| is_named(name.as_bytes(), b"connection"))
-        .any(|(_, value)| elements(value.as_bytes()).any(|e| e.eq_ignore_ascii_case(b"close")))
-}
-
-/// The server's own answer: `status`, and a line of text saying why.
-pub(super) fn error_response(status: u16, why: &str) -> Response {
-    Response::new(status)
-        .header("Content-Type", "text/plain; charset=utf-8")
-        .body(format!("{status} {}: {why}\n", reason_phrase(status)))
+        .any(|(name, value)| is_named(name.as_bytes(), b"connection") && lists(value.as_bytes(), b"close"))
 }
 
 /// Closes the connection gently: sends what is queued, ends the sending side, and reads (and drops)
@@ -290,7 +242,7 @@ pub(super) fn linger(socket: &Socket) {
     if socket.flush().is_err() || socket.stream().shutdown(Shutdown::Write).is_err() {
         return;
     }
-    socket.set_read_budget(Budget::Until(Instant::now() + LINGER));
+    socket.set_read_limit(WaitLimit::Until(Instant::now() + LINGER));
     let mut sink = [0u8; 8 * 1024];
     let mut reader = socket.clone();
     let mut drained = 0;

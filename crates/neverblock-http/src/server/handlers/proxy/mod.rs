@@ -8,22 +8,22 @@
 //! resets the connection, or answers something that is not HTTP, gets the client a 502; one that
 //! does not answer in time a 504; each with a warning in the log.
 
+mod events;
 mod fields;
 mod upstream;
 
 use std::fmt;
 use std::io::{self, Read};
+use std::sync::Arc;
 use std::time::Duration;
 
 use url::Url;
 
-use super::metrics::{Metrics, ProxyInFlight};
-use super::request::Request;
-use super::respond::error_response;
-use super::response::{Body, Response};
-use super::Handler;
-use crate::client::{Client, Request as Outgoing};
 use crate::error::{Error, ErrorKind};
+use crate::server::{Body, Handler, Request, Response};
+use crate::{Client, Request as Outgoing};
+use events::{InFlight, Observer};
+pub use events::{ProxyEvent, UpstreamFailure};
 use fields::Origin;
 use upstream::{Answer, AnswerBody, Failed};
 
@@ -46,8 +46,8 @@ use upstream::{Answer, AnswerBody, Failed};
 /// answers with something that is not HTTP/1.x gets the client a 502; one that takes longer than
 /// the [timeout](Proxy::timeout) to accept the connection or to send the next part of its answer
 /// a 504; each is logged as a warning. A body that fails midway cuts the client's response short
-/// (its connection closes), with a warning too. Give it [metrics](Proxy::metrics) to count
-/// requests in flight and upstream failures.
+/// (its connection closes), with a warning too. An [observer](Proxy::observe) hears of each
+/// request sent on, each one done, and each upstream failure (what a metrics page counts).
 ///
 /// Wrap it in an [`XSendfile`](super::XSendfile) to honour the upstream's `X-Sendfile` and
 /// `X-Accel-Redirect` answers.
@@ -71,7 +71,7 @@ pub struct Proxy {
     timeout: Duration,
     connections: usize,
     client: Client,
-    metrics: Option<Metrics>,
+    observer: Option<Observer>,
 }
 
 impl Proxy {
@@ -93,14 +93,16 @@ impl Proxy {
     /// assert_eq!(Proxy::new("ftp://127.0.0.1/").unwrap_err().kind(), ErrorKind::InvalidUrl);
     /// ```
     pub fn new(upstream: &str) -> Result<Proxy, Error> {
-        let url = crate::client::parse(upstream)?;
+        let url = Url::parse(upstream).map_err(|e| Error::new(ErrorKind::InvalidUrl, format!("{upstream}: {e}")))?;
+        // Refuses a URL the client cannot send to (not http or https, no host).
+        Outgoing::from_url("GET", url.clone())?;
         if url.query().is_some() || url.fragment().is_some() {
             return Err(Error::new(ErrorKind::InvalidUrl, format!("{upstream}: an upstream URL has no query")));
         }
         let (base, prefix) = (base(&url), url.path().trim_end_matches('/').to_owned());
         let (timeout, connections) = (Duration::from_secs(60), 1024);
         let client = client(timeout, connections)?;
-        Ok(Proxy { base, url, prefix, timeout, connections, client, metrics: None })
+        Ok(Proxy { base, url, prefix, timeout, connections, client, observer: None })
     }
 
     /// How long the upstream may take to accept a connection, and then each time to send the next
@@ -137,19 +139,30 @@ impl Proxy {
         self.rebuild()
     }
 
-    /// Counts requests in flight and upstream failures in `metrics`.
+    /// Tells `observer` of every request sent on to the upstream ([`ProxyEvent::Sent`]), of its end
+    /// ([`ProxyEvent::Done`], once its answer's body has been passed on or given up) and of every
+    /// upstream failure ([`ProxyEvent::UpstreamFailed`]): what a metrics page counts
+    /// ([`Metrics::proxy_observer`](crate::server::Metrics::proxy_observer)). It is called on the
+    /// request's fiber and should not block.
     ///
     /// # Examples
     ///
     /// ```
-    /// use neverblock_http::server::{Metrics, Proxy};
+    /// use std::sync::atomic::{AtomicI64, Ordering};
+    /// use std::sync::Arc;
+    /// use neverblock_http::server::{Proxy, ProxyEvent};
     ///
-    /// let metrics = Metrics::new();
-    /// let proxy = Proxy::new("http://127.0.0.1:3000").unwrap().metrics(&metrics);
+    /// let in_flight = Arc::new(AtomicI64::new(0));
+    /// let counted = in_flight.clone();
+    /// let proxy = Proxy::new("http://127.0.0.1:3000").unwrap().observe(move |event| match event {
+    ///     ProxyEvent::Sent => drop(counted.fetch_add(1, Ordering::Relaxed)),
+    ///     ProxyEvent::Done => drop(counted.fetch_sub(1, Ordering::Relaxed)),
+    ///     _ => {}
+    /// });
     /// # drop(proxy);
     /// ```
-    pub fn metrics(mut self, metrics: &Metrics) -> Proxy {
-        self.metrics = Some(metrics.clone());
+    pub fn observe(mut self, observer: impl Fn(ProxyEvent) + Send + Sync + 'static) -> Proxy {
+        self.observer = Some(Arc::new(observer));
         self
     }
 
@@ -181,9 +194,11 @@ impl Proxy {
         if !dropped.is_empty() {
             log::debug!("{}: fields that are not UTF-8 were not forwarded: {dropped:?}", request.peer_addr());
         }
-        let outgoing = fields.into_iter().fold(Outgoing::for_url(request.method(), target), |o, (n, v)| o.header(n, v));
+        // The target was made from the upstream's URL, which `new` checked.
+        let outgoing = Outgoing::from_url(request.method(), target).expect("an http(s) URL with a host");
+        let outgoing = fields.into_iter().fold(outgoing, |o, (n, v)| o.header(n, v));
         let len = request.content_length();
-        upstream::exchange(&self.client, &outgoing, request.body(), len)
+        upstream::round_trip(&self.client, &outgoing, request.body(), len)
     }
 
     /// The upstream URL for a request's `path` and `query`: the path after the upstream's own.
@@ -195,7 +210,7 @@ impl Proxy {
     }
 
     /// The client's response for the upstream's `answer`.
-    fn respond(&self, request: &Request<'_>, answer: Answer, in_flight: Option<ProxyInFlight>) -> Response {
+    fn respond(&self, request: &Request<'_>, answer: Answer, in_flight: InFlight) -> Response {
         let head_request = request.method() == "HEAD";
         let mut response = Response::new(answer.status);
         for (name, value) in fields::downstream_response(answer.fields, head_request) {
@@ -211,22 +226,19 @@ impl Proxy {
         };
         let body = UpstreamBody {
             stream,
-            metrics: self.metrics.clone(),
             what: format!("{} {} {}", request.peer_addr(), request.method(), request.target()),
             sent: 0,
-            _in_flight: in_flight,
+            in_flight,
         };
         response.body(Body::Reader { reader: Box::new(body), len })
     }
 
     /// The client's response when the upstream gave none: 502 or 504, logged.
-    fn failed(&self, request: &Request<'_>, error: &Error) -> Response {
-        let kind = upstream_error_kind(error.kind());
-        if let Some(metrics) = &self.metrics {
-            metrics.upstream_error(kind);
-        }
-        let (status, why) = match kind {
-            "timeout" => (504, "the upstream did not answer in time"),
+    fn failed(&self, request: &Request<'_>, error: &Error, in_flight: &InFlight) -> Response {
+        let failure = UpstreamFailure::of(error.kind());
+        in_flight.tell(ProxyEvent::UpstreamFailed(failure));
+        let (status, why) = match failure {
+            UpstreamFailure::Timeout => (504, "the upstream did not answer in time"),
             _ => (502, "the upstream did not answer"),
         };
         log::warn!(
@@ -236,35 +248,34 @@ impl Proxy {
             request.target(),
             self.base
         );
-        error_response(status, why)
+        Response::error(status, why)
     }
 }
 
 impl Handler for Proxy {
     fn handle(&self, request: &mut Request<'_>) -> Response {
-        let in_flight = self.metrics.as_ref().map(Metrics::proxy_started);
+        let in_flight = InFlight::start(self.observer.clone());
         match self.forward(request) {
             Ok(answer) if answer.status >= 200 => self.respond(request, answer, in_flight),
             Ok(answer) => {
                 let error = Error::new(ErrorKind::Malformed, format!("status {} switches protocols", answer.status));
-                self.failed(request, &error)
+                self.failed(request, &error, &in_flight)
             }
-            Err(Failed::Upstream(error)) => self.failed(request, &error),
+            Err(Failed::Upstream(error)) => self.failed(request, &error, &in_flight),
             // The server answers a request body it could not read with its own status.
-            Err(Failed::Client) => error_response(400, "the request body could not be read"),
+            Err(Failed::Client) => Response::error(400, "the request body could not be read"),
         }
     }
 }
 
 /// The upstream's response body as the server sends it on: a failure midway is logged and
-/// counted, and the request stays in flight until the body is done with.
+/// told, and the request stays in flight until the body is done with.
 struct UpstreamBody {
     stream: Box<dyn Read>,
-    metrics: Option<Metrics>,
     /// The request, for the log.
     what: String,
     sent: u64,
-    _in_flight: Option<ProxyInFlight>,
+    in_flight: InFlight,
 }
 
 impl Read for UpstreamBody {
@@ -275,13 +286,11 @@ impl Read for UpstreamBody {
                 Ok(n)
             }
             Err(e) => {
-                let kind = match e.kind() {
-                    io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => "timeout",
-                    _ => "reset",
+                let failure = match e.kind() {
+                    io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => UpstreamFailure::Timeout,
+                    _ => UpstreamFailure::Reset,
                 };
-                if let Some(metrics) = &self.metrics {
-                    metrics.upstream_error(kind);
-                }
+                self.in_flight.tell(ProxyEvent::UpstreamFailed(failure));
                 log::warn!(
                     "{}: the upstream's body failed after {} bytes ({e}); the response is cut short",
                     self.what,
@@ -290,16 +299,6 @@ impl Read for UpstreamBody {
                 Err(e)
             }
         }
-    }
-}
-
-/// What the metrics call a failure of `kind`.
-fn upstream_error_kind(kind: ErrorKind) -> &'static str {
-    match kind {
-        ErrorKind::Refused => "refused",
-        ErrorKind::Reset | ErrorKind::Truncated => "reset",
-        ErrorKind::ConnectTimeout | ErrorKind::ReadTimeout | ErrorKind::TotalTimeout => "timeout",
-        _ => "other",
     }
 }
 

@@ -1,0 +1,228 @@
+//! A connection's TCP stream as the server uses it, whatever the protocol over it: every read and
+//! write waits no longer than the connection's current limit allows.
+//!
+//! Slow clients cost a timer here, never a worker: each read or write of a fiber parks it under one
+//! timeout, computed from its limit. A [`WaitLimit`] is a deadline for a whole request head (so a
+//! client dripping one byte per timeout period is still dropped), a first-byte deadline for an
+//! idle keep-alive connection, or a [`MinRate`] for bodies both ways: each wait is bounded, and all
+//! the time spent waiting on the client must be earned at a minimum rate after a grace period
+//! (Apache's `mod_reqtimeout` `MinRate`). Time the handler spends working is not charged to the
+//! client.
+
+use std::cell::Cell;
+use std::fs::File;
+use std::io;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use neverblock::net::TcpStream;
+
+/// How long the next reads (or writes) may wait, in all.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum WaitLimit {
+    /// As long as they like.
+    Unbounded,
+    /// Until this instant.
+    Until(Instant),
+    /// The first byte by `by`, then everything by `then` after that byte arrived: a request head
+    /// on an idle connection.
+    FirstByte { by: Instant, then: Duration },
+    /// A minimum data rate: a body.
+    MinRate(MinRate),
+}
+
+/// A minimum data rate: each wait at most `per_wait`, and the waits together at most a grace of
+/// `per_wait` plus one second per `min_rate` bytes moved.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MinRate {
+    per_wait: Duration,
+    min_rate: u64,
+    waited: Duration,
+    moved: u64,
+}
+
+impl MinRate {
+    /// A fresh limit: waits of at most `per_wait`, a grace of `per_wait` as well, then `min_rate`
+    /// bytes a second (0: no rate, only the bound on each wait).
+    pub(crate) fn new(per_wait: Duration, min_rate: u64) -> MinRate {
+        MinRate { per_wait, min_rate, waited: Duration::ZERO, moved: 0 }
+    }
+
+    /// How long the next operation may wait; `None` once the client has fallen below the rate.
+    pub(crate) fn allowance(&self) -> Option<Duration> {
+        let mut allow = self.per_wait;
+        if self.min_rate > 0 {
+            let earned =
+                self.per_wait.saturating_add(Duration::from_secs_f64(self.moved as f64 / self.min_rate as f64));
+            allow = allow.min(earned.checked_sub(self.waited)?);
+        }
+        (!allow.is_zero()).then_some(allow)
+    }
+
+    /// Takes in one operation that waited `waited` and moved `moved` bytes.
+    pub(crate) fn record(&mut self, waited: Duration, moved: usize) {
+        self.waited += waited;
+        self.moved += moved as u64;
+    }
+}
+
+impl WaitLimit {
+    /// The timeout of the next operation, starting `now`.
+    fn timeout(&self, now: Instant) -> io::Result<Option<Duration>> {
+        let left = match *self {
+            WaitLimit::Unbounded => return Ok(None),
+            WaitLimit::Until(deadline) | WaitLimit::FirstByte { by: deadline, .. } => {
+                deadline.checked_duration_since(now)
+            }
+            WaitLimit::MinRate(rate) => rate.allowance(),
+        };
+        match left.filter(|d| !d.is_zero()) {
+            Some(d) => Ok(Some(d)),
+            None => Err(io::Error::new(io::ErrorKind::TimedOut, "the client was too slow")),
+        }
+    }
+
+    /// The limit after an operation that started at `start`, ended at `end` and moved `n` bytes.
+    fn after(self, start: Instant, end: Instant, n: usize) -> WaitLimit {
+        match self {
+            WaitLimit::FirstByte { then, .. } if n > 0 => WaitLimit::Until(end + then),
+            WaitLimit::MinRate(mut rate) => {
+                rate.record(end - start, n);
+                WaitLimit::MinRate(rate)
+            }
+            other => other,
+        }
+    }
+}
+
+/// A connection's stream and the limits its reads and writes wait under; a cheap handle (clones
+/// share them).
+#[derive(Clone, Debug)]
+pub(crate) struct TimedStream {
+    inner: Rc<Limited>,
+}
+
+#[derive(Debug)]
+struct Limited {
+    stream: Rc<TcpStream>,
+    read: Cell<WaitLimit>,
+    write: Cell<WaitLimit>,
+}
+
+impl TimedStream {
+    pub(crate) fn new(stream: Rc<TcpStream>) -> TimedStream {
+        let inner = Limited { stream, read: Cell::new(WaitLimit::Unbounded), write: Cell::new(WaitLimit::Unbounded) };
+        TimedStream { inner: Rc::new(inner) }
+    }
+
+    pub(crate) fn stream(&self) -> &TcpStream {
+        &self.inner.stream
+    }
+
+    pub(crate) fn set_read_limit(&self, limit: WaitLimit) {
+        self.inner.read.set(limit);
+    }
+
+    pub(crate) fn set_write_limit(&self, limit: WaitLimit) {
+        self.inner.write.set(limit);
+    }
+
+    /// One read, under the read limit.
+    ///
+    /// # Errors
+    ///
+    /// The read's error; `TimedOut` past the limit.
+    pub(crate) fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.timed(&self.inner.read, |mut s| io::Read::read(&mut s, buf), TcpStream::set_read_timeout)
+    }
+
+    /// One write, under the write limit.
+    ///
+    /// # Errors
+    ///
+    /// The write's error; `TimedOut` past the limit.
+    pub(crate) fn write(&self, buf: &[u8]) -> io::Result<usize> {
+        self.timed(&self.inner.write, |mut s| io::Write::write(&mut s, buf), TcpStream::set_write_timeout)
+    }
+
+    /// Writes all of `bytes`, under the write limit.
+    ///
+    /// # Errors
+    ///
+    /// The first failed write's error (`WriteZero` if one wrote nothing).
+    pub(crate) fn write_all(&self, bytes: &[u8]) -> io::Result<()> {
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            match self.write(rest) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => rest = &rest[n..],
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends up to `len` bytes of `file` from `offset` with `sendfile(2)`, under the write limit.
+    ///
+    /// # Errors
+    ///
+    /// As [`TcpStream::send_file`].
+    pub(crate) fn send_file(&self, file: &File, offset: u64, len: usize) -> io::Result<usize> {
+        self.timed(&self.inner.write, |s| s.send_file(file, offset, len), TcpStream::set_write_timeout)
+    }
+
+    /// Runs `op` on the stream under `limit`, set as the stream's timeout by `set`.
+    fn timed(
+        &self,
+        limit: &Cell<WaitLimit>,
+        op: impl FnOnce(&TcpStream) -> io::Result<usize>,
+        set: fn(&TcpStream, Option<Duration>) -> io::Result<()>,
+    ) -> io::Result<usize> {
+        let start = Instant::now();
+        let current = limit.get();
+        set(&self.inner.stream, current.timeout(start)?)?;
+        let n = op(&self.inner.stream)?;
+        limit.set(current.after(start, Instant::now(), n));
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_min_rate_bounds_each_wait_and_the_average_rate() {
+        let mut rate = MinRate::new(Duration::from_secs(10), 100);
+        assert_eq!(rate.allowance(), Some(Duration::from_secs(10)));
+        rate.record(Duration::from_secs(8), 0);
+        assert_eq!(rate.allowance(), Some(Duration::from_secs(2)), "the grace shrinks while nothing moves");
+        rate.record(Duration::from_secs(2), 100);
+        assert_eq!(rate.allowance(), Some(Duration::from_secs(1)), "100 bytes earn one more second");
+        rate.record(Duration::from_secs(1), 1);
+        assert_eq!(rate.allowance(), Some(Duration::from_millis(10)));
+        rate.record(Duration::from_millis(10), 0);
+        assert_eq!(rate.allowance(), None, "a drip below the rate runs out");
+    }
+
+    #[test]
+    fn a_min_rate_of_zero_bounds_only_each_wait() {
+        let mut rate = MinRate::new(Duration::from_secs(3), 0);
+        rate.record(Duration::from_secs(1000), 1);
+        assert_eq!(rate.allowance(), Some(Duration::from_secs(3)));
+    }
+
+    #[test]
+    fn a_head_deadline_starts_at_its_first_byte() {
+        let now = Instant::now();
+        let idle = WaitLimit::FirstByte { by: now + Duration::from_secs(60), then: Duration::from_secs(5) };
+        assert!(matches!(idle.after(now, now, 0), WaitLimit::FirstByte { .. }), "nothing arrived");
+        let later = now + Duration::from_secs(30);
+        match idle.after(now, later, 1) {
+            WaitLimit::Until(deadline) => assert_eq!(deadline, later + Duration::from_secs(5)),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(WaitLimit::Until(now).timeout(now).unwrap_err().kind(), io::ErrorKind::TimedOut);
+    }
+}
