@@ -20,8 +20,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (config, _throwaway) = match std::env::var("DATABASE_URL") {
         Ok(url) => (Config::parse(&url)?, None),
         Err(_) => {
-            let server = throwaway::Server::start()?;
-            (server.config(), Some(server))
+            let postgres = throwaway::Postgres::start()?;
+            (postgres.config(), Some(postgres))
         }
     };
     let setup = config.clone();

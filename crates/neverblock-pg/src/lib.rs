@@ -18,11 +18,11 @@
 //!
 //! ```
 //! use std::time::Instant;
-//! use neverblock_pg::{throwaway::Server, Pool};
+//! use neverblock_pg::{throwaway::Postgres, Pool};
 //!
-//! # if Server::binaries().is_err() { return; } // no PostgreSQL installed here
-//! let server = Server::start().unwrap(); // a throwaway PostgreSQL in a temporary directory
-//! let config = server.config();
+//! # if Postgres::binaries().is_err() { return; } // no PostgreSQL installed here
+//! let postgres = Postgres::start().unwrap(); // a throwaway PostgreSQL in a temporary directory
+//! let config = postgres.config();
 //! let start = Instant::now();
 //! let woke: Vec<i32> = neverblock::run(move || {
 //!     let pool = Pool::new(config, 10);

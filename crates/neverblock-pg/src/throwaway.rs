@@ -69,26 +69,26 @@ host all +scram_users 127.0.0.1/32 scram-sha-256
 host all all 127.0.0.1/32 trust
 ";
 
-/// A running throwaway server; dropping it stops it and removes its directory.
+/// A running throwaway PostgreSQL server; dropping it stops it and removes its directory.
 ///
 /// # Examples
 ///
 /// ```
-/// use neverblock_pg::throwaway::Server;
+/// use neverblock_pg::throwaway::Postgres;
 ///
-/// # if Server::binaries().is_err() { return; } // no PostgreSQL installed here
-/// let server = Server::start().unwrap();
-/// let config = server.config();
+/// # if Postgres::binaries().is_err() { return; } // no PostgreSQL installed here
+/// let postgres = Postgres::start().unwrap();
+/// let config = postgres.config();
 /// let one: i32 = neverblock::run(move || {
 ///     let mut conn = neverblock_pg::Connection::connect(&config).unwrap();
 ///     conn.query_one("select 1::int4", &[]).unwrap().get(0)
 /// });
 /// assert_eq!(one, 1);
-/// let dir = server.dir().to_owned();
-/// drop(server);
+/// let dir = postgres.dir().to_owned();
+/// drop(postgres);
 /// assert!(!dir.exists(), "stopped and removed");
 /// ```
-pub struct Server {
+pub struct Postgres {
     dir: PathBuf,
     port: u16,
     supervisor: Mutex<Supervisor>,
@@ -100,7 +100,7 @@ struct Supervisor {
     replies: BufReader<ChildStdout>,
 }
 
-impl Server {
+impl Postgres {
     /// The directory holding `initdb` and `postgres`: `pg_config --bindir`, else
     /// the newest `/usr/lib/postgresql/*/bin`.
     ///
@@ -111,7 +111,7 @@ impl Server {
     /// # Examples
     ///
     /// ```
-    /// match neverblock_pg::throwaway::Server::binaries() {
+    /// match neverblock_pg::throwaway::Postgres::binaries() {
     ///     Ok(dir) => assert!(dir.join("postgres").exists()),
     ///     Err(e) => assert!(e.to_string().contains("apt-get install postgresql")),
     /// }
@@ -150,11 +150,11 @@ impl Server {
     /// # Examples
     ///
     /// ```no_run
-    /// let server = neverblock_pg::throwaway::Server::start().unwrap();
-    /// println!("{}", server.url());
+    /// let postgres = neverblock_pg::throwaway::Postgres::start().unwrap();
+    /// println!("{}", postgres.url());
     /// ```
-    pub fn start() -> Result<Server, Error> {
-        let bin = Server::binaries()?;
+    pub fn start() -> Result<Postgres, Error> {
+        let bin = Postgres::binaries()?;
         let account = Account::unprivileged();
         let dir = fresh_dir()?;
         account.own(&dir)?;
@@ -194,11 +194,11 @@ impl Server {
             replies: BufReader::new(child.stdout.take().expect("piped")),
             child,
         };
-        let server = Server { dir, port, supervisor: Mutex::new(supervisor) };
-        server.wait_ready()?;
-        let mut admin = Connection::connect(&server.config())?;
+        let postgres = Postgres { dir, port, supervisor: Mutex::new(supervisor) };
+        postgres.wait_ready()?;
+        let mut admin = Connection::connect(&postgres.config())?;
         admin.batch_execute("create role md5_users nologin; create role scram_users nologin")?;
-        Ok(server)
+        Ok(postgres)
     }
 
     /// The superuser `postgres` on database `postgres`, over the unix socket.
@@ -206,8 +206,8 @@ impl Server {
     /// # Examples
     ///
     /// ```no_run
-    /// let server = neverblock_pg::throwaway::Server::start().unwrap();
-    /// assert_eq!(server.config().get_user(), "postgres");
+    /// let postgres = neverblock_pg::throwaway::Postgres::start().unwrap();
+    /// assert_eq!(postgres.config().get_user(), "postgres");
     /// ```
     pub fn config(&self) -> Config {
         Config::new().unix(&self.dir, self.port).user("postgres").dbname("postgres")
@@ -218,8 +218,8 @@ impl Server {
     /// # Examples
     ///
     /// ```no_run
-    /// let server = neverblock_pg::throwaway::Server::start().unwrap();
-    /// assert_eq!(server.tcp_config().get_host().to_string(), format!("127.0.0.1:{}", server.port()));
+    /// let postgres = neverblock_pg::throwaway::Postgres::start().unwrap();
+    /// assert_eq!(postgres.tcp_config().get_host().to_string(), format!("127.0.0.1:{}", postgres.port()));
     /// ```
     pub fn tcp_config(&self) -> Config {
         Config::new().tcp("127.0.0.1", self.port).user("postgres").dbname("postgres")
@@ -230,8 +230,8 @@ impl Server {
     /// # Examples
     ///
     /// ```no_run
-    /// let server = neverblock_pg::throwaway::Server::start().unwrap();
-    /// assert!(server.url().starts_with("postgres://postgres@127.0.0.1:"));
+    /// let postgres = neverblock_pg::throwaway::Postgres::start().unwrap();
+    /// assert!(postgres.url().starts_with("postgres://postgres@127.0.0.1:"));
     /// ```
     pub fn url(&self) -> String {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
@@ -242,8 +242,8 @@ impl Server {
     /// # Examples
     ///
     /// ```no_run
-    /// let server = neverblock_pg::throwaway::Server::start().unwrap();
-    /// assert!(server.url().contains(&server.port().to_string()));
+    /// let postgres = neverblock_pg::throwaway::Postgres::start().unwrap();
+    /// assert!(postgres.url().contains(&postgres.port().to_string()));
     /// ```
     pub fn port(&self) -> u16 {
         self.port
@@ -254,8 +254,8 @@ impl Server {
     /// # Examples
     ///
     /// ```no_run
-    /// let server = neverblock_pg::throwaway::Server::start().unwrap();
-    /// assert!(server.dir().join("postgres.log").exists());
+    /// let postgres = neverblock_pg::throwaway::Postgres::start().unwrap();
+    /// assert!(postgres.dir().join("postgres.log").exists());
     /// ```
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -272,8 +272,8 @@ impl Server {
     /// # Examples
     ///
     /// ```no_run
-    /// let server = neverblock_pg::throwaway::Server::start().unwrap();
-    /// server.restart().unwrap(); // every session ends; new ones connect
+    /// let postgres = neverblock_pg::throwaway::Postgres::start().unwrap();
+    /// postgres.restart().unwrap(); // every session ends; new ones connect
     /// ```
     pub fn restart(&self) -> Result<(), Error> {
         {
@@ -307,7 +307,7 @@ impl Server {
     }
 }
 
-impl Drop for Server {
+impl Drop for Postgres {
     /// Ends the supervisor's input and waits while it stops the server and removes the directory.
     fn drop(&mut self) {
         let supervisor = self.supervisor.get_mut().unwrap_or_else(|p| p.into_inner());
@@ -316,9 +316,9 @@ impl Drop for Server {
     }
 }
 
-impl fmt::Debug for Server {
+impl fmt::Debug for Postgres {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Server").field("dir", &self.dir).field("port", &self.port).finish_non_exhaustive()
+        f.debug_struct("Postgres").field("dir", &self.dir).field("port", &self.port).finish_non_exhaustive()
     }
 }
 

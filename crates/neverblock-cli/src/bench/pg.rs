@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Args;
-use neverblock_pg::throwaway::Server;
+use neverblock_pg::throwaway::Postgres;
 use neverblock_pg::{Config, Connection, Pool};
 use serde_json::json;
 
@@ -31,22 +31,22 @@ pub(crate) struct Database {
 pub(crate) struct Target {
     url: String,
     pub(crate) config: Config,
-    _server: Option<Server>,
+    _throwaway: Option<Postgres>,
 }
 
 impl Database {
     pub(crate) fn open(&self) -> anyhow::Result<Target> {
         if let Some(url) = self.url.clone().or_else(|| std::env::var("DATABASE_URL").ok()) {
             let config = Config::parse(&url)?;
-            return Ok(Target { url, config, _server: None });
+            return Ok(Target { url, config, _throwaway: None });
         }
-        let server =
-            Server::start().context("no --url or DATABASE_URL, so a throwaway PostgreSQL was to be started")?;
+        let postgres =
+            Postgres::start().context("no --url or DATABASE_URL, so a throwaway PostgreSQL was to be started")?;
         eprintln!(
             "note: started a throwaway PostgreSQL in {} (give --url or DATABASE_URL for another)",
-            server.dir().display()
+            postgres.dir().display()
         );
-        Ok(Target { url: server.url(), config: server.tcp_config(), _server: Some(server) })
+        Ok(Target { url: postgres.url(), config: postgres.tcp_config(), _throwaway: Some(postgres) })
     }
 }
 

@@ -8,7 +8,7 @@ use bytes::BytesMut;
 use neverblock::sync::WaitGroup;
 use postgres_protocol::message::frontend;
 
-use super::socket::Socket;
+use super::socket::TcpOrUnixStream;
 use super::Connection;
 use crate::config::Host;
 use crate::Error;
@@ -72,7 +72,8 @@ impl CancelToken {
     /// ```
     pub fn cancel_query(&self) -> Result<(), Error> {
         let target = || self.host.to_string();
-        let socket = Socket::connect(&self.host).map_err(|source| Error::Connect { target: target(), source })?;
+        let socket =
+            TcpOrUnixStream::connect(&self.host).map_err(|source| Error::Connect { target: target(), source })?;
         let mut out = BytesMut::with_capacity(16);
         frontend::cancel_request(self.key.process_id, self.key.secret, &mut out);
         socket.write_all(&out).map_err(Error::io)?;

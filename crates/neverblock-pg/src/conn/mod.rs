@@ -1,10 +1,10 @@
 //! One connection and its protocol state: what has been sent, how many replies
-//! are still owed, and whether the session is in a transaction.
+//! are still unread, and whether the session is in a transaction.
 //!
 //! Every request ends with a `Sync`, so the server answers each with exactly one
-//! `ReadyForQuery`; `owed` counts those not yet read. A call drains what earlier
-//! calls left (a query abandoned by a timeout, a dropped transaction's
-//! `ROLLBACK`) before it sends anything, so replies never cross.
+//! `ReadyForQuery`; `unread_replies` counts those not yet read. A call drains
+//! what earlier calls left (a query abandoned by a timeout, a dropped
+//! transaction's `ROLLBACK`) before it sends anything, so replies never cross.
 
 mod cancel;
 mod query;
@@ -79,7 +79,7 @@ pub struct Connection {
     parameters: HashMap<String, String>,
     status: TransactionStatus,
     /// `ReadyForQuery` replies still to be read for requests already sent.
-    owed: usize,
+    unread_replies: usize,
     /// A cancel request sent after a timeout: the next call waits until the
     /// server has it, so it cannot cancel a later query.
     cancel: Option<Arc<WaitGroup>>,
@@ -125,7 +125,7 @@ impl Connection {
             host: config.get_host().clone(),
             parameters: session.parameters,
             status: TransactionStatus::Idle,
-            owed: 0,
+            unread_replies: 0,
             cancel: None,
             broken: None,
         })
@@ -291,7 +291,7 @@ impl Connection {
     /// # });
     /// ```
     pub fn transaction(&mut self) -> Result<Transaction<'_>, Error> {
-        self.settle()?;
+        self.drain_unread_replies()?;
         if self.status != TransactionStatus::Idle {
             return Err(Error::Usage("a transaction is already open on this connection".into()));
         }
@@ -395,9 +395,13 @@ impl Connection {
         self.broken.is_some()
     }
 
-    /// Whether nothing is owed, pending or open: the state a pool lends a connection in.
+    /// Whether no reply is unread and nothing is unsent, in flight or open: the
+    /// state a pool lends a connection in.
     pub(crate) fn is_clean(&self) -> bool {
-        self.owed == 0 && self.out.is_empty() && self.cancel.is_none() && self.status == TransactionStatus::Idle
+        self.unread_replies == 0
+            && self.out.is_empty()
+            && self.cancel.is_none()
+            && self.status == TransactionStatus::Idle
     }
 
     /// Whether the server has sent something (a goodbye, an error) or closed
@@ -406,14 +410,14 @@ impl Connection {
         self.framed.socket().has_pending_input()
     }
 
-    /// Reads and drops the replies earlier calls left owed, after sending what
+    /// Reads and drops the replies earlier calls left unread, after sending what
     /// they left unsent, and waits for a cancel request in flight to land.
     ///
     /// # Errors
     ///
     /// [`Error::Timeout`] inside an expired `timeout` (nothing is lost; the next
     /// call drains again); the connection's failure (it is then broken).
-    pub(crate) fn settle(&mut self) -> Result<(), Error> {
+    pub(crate) fn drain_unread_replies(&mut self) -> Result<(), Error> {
         if let Some(why) = &self.broken {
             return Err(Error::Usage(format!("the connection is closed: {why}")));
         }
@@ -424,7 +428,7 @@ impl Connection {
             cancel.wait().map_err(|_| Error::Timeout)?;
             self.cancel = None;
         }
-        while self.owed > 0 {
+        while self.unread_replies > 0 {
             let drained = self.read_reply(None).map(drop);
             match drained {
                 Err(Error::Db(db)) if !db.is_fatal() => {}
@@ -440,19 +444,21 @@ impl Connection {
         let sent = self.framed.send(&mut self.out);
         if let Err(e) = &sent {
             self.broken = Some(format!("a request could not be sent whole: {e}"));
-            self.owed = 0;
+            self.unread_replies = 0;
         }
         sent
     }
 
     /// Marks the connection broken on a fatal error; on a timeout, cancels the
-    /// running query so the owed replies come soon.
+    /// running query so the unread replies come soon.
     fn check<T>(&mut self, result: Result<T, Error>) -> Result<T, Error> {
         match &result {
-            Err(Error::Timeout) if self.owed > 0 && self.cancel.is_none() => self.cancel = self.start_cancel(),
+            Err(Error::Timeout) if self.unread_replies > 0 && self.cancel.is_none() => {
+                self.cancel = self.start_cancel()
+            }
             Err(e) if e.is_fatal() => {
                 self.broken = Some(e.to_string());
-                self.owed = 0;
+                self.unread_replies = 0;
             }
             _ => {}
         }
@@ -476,9 +482,9 @@ impl Connection {
         true
     }
 
-    /// Records a `ReadyForQuery`: one reply fewer owed.
+    /// Records a `ReadyForQuery`: one reply fewer unread.
     fn ready(&mut self, status: u8) {
-        self.owed = self.owed.saturating_sub(1);
+        self.unread_replies = self.unread_replies.saturating_sub(1);
         self.status = match status {
             b'T' => TransactionStatus::InTransaction,
             b'E' => TransactionStatus::Failed,
@@ -493,7 +499,7 @@ impl Connection {
             return;
         }
         if frontend::query("ROLLBACK", &mut self.out).is_ok() {
-            self.owed += 1;
+            self.unread_replies += 1;
             let _ = self.flush();
         }
     }
@@ -511,7 +517,7 @@ impl fmt::Debug for Connection {
             .field("host", &self.host)
             .field("backend_pid", &self.backend_pid())
             .field("status", &self.status)
-            .field("owed", &self.owed)
+            .field("unread_replies", &self.unread_replies)
             .field("statements", &self.statements.len())
             .field("broken", &self.broken)
             .finish_non_exhaustive()

@@ -122,9 +122,9 @@ pub(crate) fn describe_columns(body: &RowDescriptionBody) -> Result<Vec<Column>,
 impl Connection {
     /// Sends a pipeline's encoded requests (`replies` of them) in one write.
     pub(crate) fn send_batch(&mut self, batch: &[u8], replies: usize) -> Result<(), Error> {
-        self.settle()?;
+        self.drain_unread_replies()?;
         self.out.extend_from_slice(batch);
-        self.owed += replies;
+        self.unread_replies += replies;
         self.flush()
     }
 
@@ -139,10 +139,10 @@ impl Connection {
         if let Some(stmt) = self.statements.get(sql) {
             return Ok(stmt.clone());
         }
-        self.settle()?;
+        self.drain_unread_replies()?;
         let name = self.statements.next_name();
         encode_prepare(&mut self.out, &name, sql)?;
-        self.owed += 1;
+        self.unread_replies += 1;
         self.flush()?;
         let described = self.read_description(name);
         let stmt = self.check(described)?;
@@ -172,9 +172,9 @@ impl Connection {
     /// Runs a statement: Bind + Execute + Sync in one write, then its reply.
     pub(crate) fn run(&mut self, sql: &str, params: &[&dyn ToSql]) -> Result<Reply, Error> {
         let stmt = self.statement(sql)?;
-        self.settle()?;
+        self.drain_unread_replies()?;
         encode_query(&mut self.out, &stmt, params)?;
-        self.owed += 1;
+        self.unread_replies += 1;
         self.flush()?;
         let reply = self.read_reply(Some(stmt.columns_arc()));
         if let Err(e) = &reply {
@@ -185,9 +185,9 @@ impl Connection {
 
     /// Runs `sql` with the simple protocol.
     pub(crate) fn simple(&mut self, sql: &str) -> Result<Vec<SimpleRow>, Error> {
-        self.settle()?;
+        self.drain_unread_replies()?;
         frontend::query(sql, &mut self.out).map_err(|e| Error::Param(format!("cannot send the query: {e}")))?;
-        self.owed += 1;
+        self.unread_replies += 1;
         self.flush()?;
         let reply = self.read_simple_reply();
         self.check(reply)

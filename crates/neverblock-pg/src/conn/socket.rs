@@ -16,53 +16,53 @@ use crate::Error;
 /// How much one read asks the kernel for.
 const READ_CHUNK: usize = 16 * 1024;
 
-/// A connected socket of either kind.
+/// A connected stream to the server, over TCP or a unix-domain socket.
 #[derive(Debug)]
-pub(crate) enum Socket {
+pub(crate) enum TcpOrUnixStream {
     Tcp(TcpStream),
     Unix(UnixStream),
 }
 
-impl Socket {
+impl TcpOrUnixStream {
     /// Connects to `host` (TCP with `TCP_NODELAY`: each request is one write, and
     /// must not wait for the previous one's acknowledgement).
-    pub(crate) fn connect(host: &Host) -> io::Result<Socket> {
+    pub(crate) fn connect(host: &Host) -> io::Result<TcpOrUnixStream> {
         match host {
             Host::Tcp(name, port) => {
                 let stream = TcpStream::connect((name.as_str(), *port))?;
                 stream.set_nodelay(true)?;
-                Ok(Socket::Tcp(stream))
+                Ok(TcpOrUnixStream::Tcp(stream))
             }
-            Host::Unix(dir, port) => UnixStream::connect(Host::socket_path(dir, *port)).map(Socket::Unix),
+            Host::Unix(dir, port) => UnixStream::connect(Host::socket_path(dir, *port)).map(TcpOrUnixStream::Unix),
         }
     }
 
     pub(crate) fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
-            Socket::Tcp(s) => (&*s).read(buf),
-            Socket::Unix(s) => (&*s).read(buf),
+            TcpOrUnixStream::Tcp(s) => (&*s).read(buf),
+            TcpOrUnixStream::Unix(s) => (&*s).read(buf),
         }
     }
 
     pub(crate) fn write_all(&self, buf: &[u8]) -> io::Result<()> {
         match self {
-            Socket::Tcp(s) => (&*s).write_all(buf),
-            Socket::Unix(s) => (&*s).write_all(buf),
+            TcpOrUnixStream::Tcp(s) => (&*s).write_all(buf),
+            TcpOrUnixStream::Unix(s) => (&*s).write_all(buf),
         }
     }
 
     /// Ends both directions: a fiber parked reading it wakes to end of stream.
     pub(crate) fn shutdown(&self) {
         let _ = match self {
-            Socket::Tcp(s) => s.shutdown(Shutdown::Both),
-            Socket::Unix(s) => s.shutdown(Shutdown::Both),
+            TcpOrUnixStream::Tcp(s) => s.shutdown(Shutdown::Both),
+            TcpOrUnixStream::Unix(s) => s.shutdown(Shutdown::Both),
         };
     }
 
     pub(crate) fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
         match self {
-            Socket::Tcp(s) => s.set_read_timeout(timeout),
-            Socket::Unix(s) => s.set_read_timeout(timeout),
+            TcpOrUnixStream::Tcp(s) => s.set_read_timeout(timeout),
+            TcpOrUnixStream::Unix(s) => s.set_read_timeout(timeout),
         }
     }
 
@@ -71,8 +71,8 @@ impl Socket {
     pub(crate) fn has_pending_input(&self) -> bool {
         let mut byte = [0u8; 1];
         let peeked = match self {
-            Socket::Tcp(s) => s.try_peek(&mut byte),
-            Socket::Unix(s) => s.try_peek(&mut byte),
+            TcpOrUnixStream::Tcp(s) => s.try_peek(&mut byte),
+            TcpOrUnixStream::Unix(s) => s.try_peek(&mut byte),
         };
         !matches!(peeked, Err(e) if e.kind() == io::ErrorKind::WouldBlock)
     }
@@ -82,7 +82,7 @@ impl Socket {
 #[derive(Debug)]
 pub(crate) struct Framed {
     /// Shared with the writer fiber of a pool's shared connection.
-    socket: Arc<Socket>,
+    socket: Arc<TcpOrUnixStream>,
     /// Bytes read and not yet parsed; messages are split off its front as `Bytes`.
     input: BytesMut,
     /// Where each read lands before its bytes join `input`.
@@ -90,7 +90,7 @@ pub(crate) struct Framed {
 }
 
 impl Framed {
-    pub(crate) fn new(socket: Socket) -> Framed {
+    pub(crate) fn new(socket: TcpOrUnixStream) -> Framed {
         Framed {
             socket: Arc::new(socket),
             input: BytesMut::with_capacity(READ_CHUNK),
@@ -98,7 +98,7 @@ impl Framed {
         }
     }
 
-    pub(crate) fn socket(&self) -> &Arc<Socket> {
+    pub(crate) fn socket(&self) -> &Arc<TcpOrUnixStream> {
         &self.socket
     }
 

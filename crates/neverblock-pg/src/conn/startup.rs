@@ -7,7 +7,7 @@ use postgres_protocol::message::backend::Message;
 use postgres_protocol::message::frontend;
 use std::collections::HashMap;
 
-use super::socket::{Framed, Socket};
+use super::socket::{Framed, TcpOrUnixStream};
 use super::CancelKey;
 use crate::{Config, DbError, Error};
 
@@ -38,7 +38,7 @@ fn connect_timed_out(config: &Config) -> Error {
 }
 
 fn open_now(config: &Config) -> Result<Session, Error> {
-    let socket = Socket::connect(config.get_host())
+    let socket = TcpOrUnixStream::connect(config.get_host())
         .map_err(|source| Error::Connect { target: config.get_host().to_string(), source })?;
     let mut framed = Framed::new(socket);
     let mut out = BytesMut::with_capacity(256);

@@ -170,7 +170,7 @@ impl PoolBuilder {
     /// ```
     pub fn build(self) -> Pool {
         assert!(self.shared <= self.max_size, "{} shared connections in a pool of {}", self.shared, self.max_size);
-        let shared = (self.shared > 0).then(|| shared::Shared::new(&self));
+        let shared = (self.shared > 0).then(|| shared::SharedConnections::new(&self));
         Pool {
             inner: Rc::new(Inner {
                 lent_size: self.max_size - self.shared,
@@ -213,7 +213,7 @@ struct Inner {
     /// Connections [`Pool::get`] may lend (`max_size - shared`).
     lent_size: usize,
     state: RefCell<State>,
-    shared: Option<shared::Shared>,
+    shared: Option<shared::SharedConnections>,
 }
 
 struct State {
@@ -225,21 +225,23 @@ struct State {
     waiters: VecDeque<Rc<Waiter>>,
 }
 
-/// What a waiting fiber is handed. Moved once per hand-off, so the size
-/// difference costs less than a box per checkout would.
+/// What a checkout gets a fiber, at once or handed to it in line. Moved once
+/// per checkout, so the size difference costs less than a box would.
 #[allow(clippy::large_enum_variant)]
-enum Handoff {
-    /// A connection, just returned.
+enum Acquired {
+    /// A connection: an idle one, or one just returned.
     Conn(Connection),
-    /// A place: a connection closed, and the waiter may open a new one.
-    Open,
+    /// A permit to open a new connection: fewer than the pool's size are open,
+    /// or a connection closed and its permit passed on.
+    Permit,
 }
 
 #[derive(Default)]
 struct Waiter {
-    slot: RefCell<Option<Handoff>>,
+    /// What the fiber was handed, left here for it to take.
+    handed: RefCell<Option<Acquired>>,
     notify: Notify,
-    /// Taken out of the line (by the hand-off that filled `slot`).
+    /// Taken out of the line (by the `hand` that filled `handed`).
     served: Cell<bool>,
 }
 
@@ -325,8 +327,8 @@ impl Pool {
             ));
         }
         let conn = match self.inner.acquire()? {
-            Handoff::Conn(conn) => conn,
-            Handoff::Open => self.inner.open()?,
+            Acquired::Conn(conn) => conn,
+            Acquired::Permit => self.inner.open()?,
         };
         Ok(PooledConnection { conn: Some(conn), pool: self.inner.clone() })
     }
@@ -402,7 +404,7 @@ impl Pool {
     /// ```
     pub fn status(&self) -> PoolStatus {
         let state = self.inner.state.borrow();
-        let shared = self.inner.shared.as_ref().map_or(0, shared::Shared::open);
+        let shared = self.inner.shared.as_ref().map_or(0, shared::SharedConnections::open);
         PoolStatus {
             max_size: self.inner.settings.max_size,
             open: state.open + shared,
@@ -413,14 +415,14 @@ impl Pool {
 }
 
 impl Inner {
-    /// An idle connection, a place to open one, or a wait in line for either.
-    fn acquire(&self) -> Result<Handoff, Error> {
+    /// An idle connection, a permit to open one, or a wait in line for either.
+    fn acquire(&self) -> Result<Acquired, Error> {
         {
             let mut state = self.state.borrow_mut();
             if state.waiters.is_empty() {
                 while let Some((conn, since)) = state.idle.pop() {
                     if since.elapsed() < self.settings.check_idle_after || !conn.has_pending_input() {
-                        return Ok(Handoff::Conn(conn));
+                        return Ok(Acquired::Conn(conn));
                     }
                     // The server closed it or had something to say while it was idle (a
                     // terminated backend, a restart): replace it.
@@ -429,43 +431,44 @@ impl Inner {
                 }
                 if state.open < self.lent_size {
                     state.open += 1;
-                    return Ok(Handoff::Open);
+                    return Ok(Acquired::Permit);
                 }
             }
         }
-        let line = InLine { pool: self, waiter: Rc::new(Waiter::default()) };
-        self.state.borrow_mut().waiters.push_back(line.waiter.clone());
+        let queued = QueuedWaiter { pool: self, waiter: Rc::new(Waiter::default()) };
+        self.state.borrow_mut().waiters.push_back(queued.waiter.clone());
         let wait = || loop {
-            if let Some(handoff) = line.waiter.slot.borrow_mut().take() {
-                return Ok(handoff);
+            if let Some(acquired) = queued.waiter.handed.borrow_mut().take() {
+                return Ok(acquired);
             }
-            line.waiter.notify.notified()?;
+            queued.waiter.notify.notified()?;
         };
         let waited = neverblock::timeout(self.settings.checkout_timeout, wait);
-        if let Some(handoff) = line.waiter.slot.borrow_mut().take() {
-            return Ok(handoff);
+        if let Some(acquired) = queued.waiter.handed.borrow_mut().take() {
+            return Ok(acquired);
         }
         match waited {
-            Ok(Ok(handoff)) => Ok(handoff),
+            Ok(Ok(acquired)) => Ok(acquired),
             Ok(Err(neverblock::Elapsed)) => Err(Error::Timeout),
             Err(neverblock::Elapsed) => Err(Error::PoolTimeout),
         }
     }
 
-    /// Opens a connection in a place this fiber holds; gives the place up if it
-    /// fails (or the fiber unwinds meanwhile).
+    /// Opens a connection under a permit this fiber holds; gives the permit up
+    /// if it fails (or the fiber unwinds meanwhile).
     fn open(&self) -> Result<Connection, Error> {
-        let mut place = Place { pool: self, held: true };
+        let mut permit = Permit { pool: self, held: true };
         let conn = Connection::connect(&self.settings.config)?;
-        place.held = false;
+        permit.held = false;
         Ok(conn)
     }
 
-    /// A connection closed: its place goes to the first waiter, else is freed.
-    fn release_place(&self) {
+    /// A connection closed (or failed to open): its permit goes to the first
+    /// waiter, else is freed.
+    fn release_permit(&self) {
         let mut state = self.state.borrow_mut();
         match state.waiters.pop_front() {
-            Some(w) => hand(&w, Handoff::Open),
+            Some(w) => hand(&w, Acquired::Permit),
             None => state.open -= 1,
         }
     }
@@ -474,88 +477,90 @@ impl Inner {
     fn put(&self, conn: Connection) {
         let mut state = self.state.borrow_mut();
         match state.waiters.pop_front() {
-            Some(w) => hand(&w, Handoff::Conn(conn)),
+            Some(w) => hand(&w, Acquired::Conn(conn)),
             None => state.idle.push((conn, Instant::now())),
         }
     }
 
-    /// A connection returned by its fiber: kept when clean; settled first (in a
-    /// fiber of its own, as its owner may be out of time) when replies are owed
+    /// A connection returned by its fiber: kept when clean; cleaned first (in a
+    /// fiber of its own, as its owner may be out of time) when replies are unread
     /// or a transaction is open; replaced when broken.
     fn give_back(self: &Rc<Inner>, mut conn: Connection) {
         if conn.is_broken() {
             drop(conn);
-            return self.release_place();
+            return self.release_permit();
         }
         if conn.is_clean() {
             return self.put(conn);
         }
         let pool = self.clone();
-        let settle = move || match settle_for_reuse(&mut conn) {
+        let clean = move || match clean_for_reuse(&mut conn) {
             Ok(()) => pool.put(conn),
             Err(e) => {
                 log::debug!("pooled connection dropped: {e}");
                 drop(conn);
-                pool.release_place();
+                pool.release_permit();
             }
         };
-        // Outside a runtime nothing expires, so settling here is fine.
+        // Outside a runtime nothing expires, so cleaning here is fine.
         if neverblock::current_task_id().is_some() {
-            neverblock::spawn(settle);
+            neverblock::spawn(clean);
         } else {
-            settle();
+            clean();
         }
     }
 }
 
-/// Drains owed replies and ends an open transaction, so the next borrower finds
-/// the connection as new.
-fn settle_for_reuse(conn: &mut Connection) -> Result<(), Error> {
-    conn.settle()?;
+/// Drains unread replies and ends an open transaction, so the next borrower
+/// finds the connection as new.
+fn clean_for_reuse(conn: &mut Connection) -> Result<(), Error> {
+    conn.drain_unread_replies()?;
     if !conn.is_clean() {
         conn.batch_execute("ROLLBACK")?;
     }
     Ok(())
 }
 
-/// A fiber's place in the line: dropped when it leaves, also when the fiber
-/// unwinds (a cancellation), passing on whatever it was handed meanwhile.
-struct InLine<'a> {
+/// A waiter in the pool's line: it leaves the line when dropped, also when the
+/// fiber unwinds (a cancellation), passing on whatever it was handed meanwhile.
+struct QueuedWaiter<'a> {
     pool: &'a Inner,
     waiter: Rc<Waiter>,
 }
 
-impl Drop for InLine<'_> {
+impl Drop for QueuedWaiter<'_> {
     fn drop(&mut self) {
         if !self.waiter.served.get() {
             self.pool.state.borrow_mut().waiters.retain(|w| !Rc::ptr_eq(w, &self.waiter));
         }
-        let handed = self.waiter.slot.borrow_mut().take();
+        let handed = self.waiter.handed.borrow_mut().take();
         match handed {
-            Some(Handoff::Conn(conn)) => self.pool.put(conn),
-            Some(Handoff::Open) => self.pool.release_place(),
+            Some(Acquired::Conn(conn)) => self.pool.put(conn),
+            Some(Acquired::Permit) => self.pool.release_permit(),
             None => {}
         }
     }
 }
 
-/// A place taken to open a connection in; freed when dropped still held.
-struct Place<'a> {
+/// A permit held while its connection is being opened; released when dropped
+/// still held (connecting failed, or the fiber unwound).
+struct Permit<'a> {
     pool: &'a Inner,
     held: bool,
 }
 
-impl Drop for Place<'_> {
+impl Drop for Permit<'_> {
     fn drop(&mut self) {
         if self.held {
-            self.pool.release_place();
+            self.pool.release_permit();
         }
     }
 }
 
-fn hand(waiter: &Waiter, handoff: Handoff) {
+/// Leaves `acquired` for `waiter`, just taken out of the line, and wakes it.
+fn hand(waiter: &Waiter, acquired: Acquired) {
     waiter.served.set(true);
-    *waiter.slot.borrow_mut() = Some(handoff);
+    *waiter.handed.borrow_mut() = Some(acquired);
     waiter.notify.notify_one();
 }
 
@@ -566,7 +571,7 @@ impl fmt::Debug for Pool {
 }
 
 /// A connection lent by a [`Pool`]; it derefs to the [`Connection`] and goes
-/// back when dropped (replaced if it broke, settled first if it owes replies).
+/// back when dropped (replaced if it broke, cleaned first if replies are unread).
 ///
 /// # Examples
 ///

@@ -30,7 +30,7 @@ use postgres_protocol::message::backend::Message;
 use postgres_protocol::message::frontend;
 
 use super::PoolBuilder;
-use crate::conn::socket::{Framed, Socket};
+use crate::conn::socket::{Framed, TcpOrUnixStream};
 use crate::conn::{
     affected, defer_error, describe_columns, describe_params, encode_prepare, encode_query, open_framed, Reply,
 };
@@ -39,7 +39,9 @@ use crate::statement::Statement;
 use crate::types::{ToSql, Type};
 use crate::{Config, DbError, Error};
 
-pub(super) struct Shared {
+/// The pool's shared connections, the statements prepared on them, and what
+/// fibers wait on while every one is full.
+pub(super) struct SharedConnections {
     config: Config,
     size: usize,
     max_in_flight: usize,
@@ -50,34 +52,35 @@ pub(super) struct Shared {
     /// Statements by query text, prepared under the same name on every connection that ran them.
     statements: RefCell<HashMap<Box<str>, Statement>>,
     prepared: Cell<u64>,
-    room: Rc<Room>,
+    capacity: Rc<Capacity>,
 }
 
-/// Fibers waiting for a connection with room for one more query.
+/// What fibers wait on for a connection with room for one more query: woken
+/// when a reply makes room, a connection closes, or one being opened is done.
 #[derive(Default)]
-struct Room {
+struct Capacity {
     notify: Notify,
     waiting: Cell<usize>,
     /// A connection closed since the pool last pruned its list.
-    closed: Cell<bool>,
+    conn_closed: Cell<bool>,
 }
 
 /// One shared connection, as its fibers and the pool see it.
 struct Conn {
-    socket: Arc<Socket>,
+    socket: Arc<TcpOrUnixStream>,
     /// Requests appended by fibers, not yet written.
     out: RefCell<BytesMut>,
     /// Requests written or to be written, oldest first: each gets one reply.
-    pending: RefCell<VecDeque<Rc<Slot>>>,
+    pending: RefCell<VecDeque<Rc<PendingRequest>>>,
     /// Statement names parsed on this connection.
     prepared: RefCell<HashSet<String>>,
     wake_writer: Notify,
     closed: Cell<bool>,
-    room: Rc<Room>,
+    capacity: Rc<Capacity>,
 }
 
-/// Where a request's reply is left for its fiber.
-struct Slot {
+/// A request written or to be written, and where its reply is left for its fiber.
+struct PendingRequest {
     kind: Kind,
     queued_at: Instant,
     /// The statement parsed with this request, to forget if parsing failed.
@@ -96,9 +99,9 @@ enum Outcome {
     Described(Vec<Type>, Vec<Column>),
 }
 
-impl Shared {
-    pub(super) fn new(settings: &PoolBuilder) -> Shared {
-        Shared {
+impl SharedConnections {
+    pub(super) fn new(settings: &PoolBuilder) -> SharedConnections {
+        SharedConnections {
             config: settings.config.clone(),
             size: settings.shared,
             max_in_flight: settings.max_in_flight,
@@ -108,7 +111,7 @@ impl Shared {
             opening: Cell::new(0),
             statements: RefCell::new(HashMap::new()),
             prepared: Cell::new(0),
-            room: Rc::new(Room::default()),
+            capacity: Rc::new(Capacity::default()),
         }
     }
 
@@ -183,7 +186,7 @@ impl Shared {
     /// the first to make room.
     fn pick(&self) -> Result<Rc<Conn>, Error> {
         loop {
-            if self.room.closed.take() {
+            if self.capacity.conn_closed.take() {
                 self.conns.borrow_mut().retain(|c| !c.closed.get());
             }
             let room_to_grow = self.open() < self.size;
@@ -208,25 +211,25 @@ impl Shared {
                 Some((conn, false)) if conn.load() == 0 || !room_to_grow => return Ok(conn),
                 _ if room_to_grow => return self.open_conn(),
                 // Every open one is stalled, but another is on its way: wait for it.
-                Some((_, true)) if self.opening.get() > 0 => self.wait_for_room()?,
+                Some((_, true)) if self.opening.get() > 0 => self.wait_for_capacity()?,
                 Some((conn, _)) => return Ok(conn),
-                None => self.wait_for_room()?,
+                None => self.wait_for_capacity()?,
             }
         }
     }
 
-    fn wait_for_room(&self) -> Result<(), Error> {
+    fn wait_for_capacity(&self) -> Result<(), Error> {
         /// Counts a waiting fiber until it stops waiting, however it stops.
-        struct Waiting<'a>(&'a Room);
+        struct Waiting<'a>(&'a Capacity);
         impl Drop for Waiting<'_> {
             fn drop(&mut self) {
                 self.0.waiting.set(self.0.waiting.get() - 1);
             }
         }
-        let room = &self.room;
-        room.waiting.set(room.waiting.get() + 1);
-        let _waiting = Waiting(room);
-        let waited = neverblock::timeout(self.checkout_timeout, || room.notify.notified());
+        let capacity = &self.capacity;
+        capacity.waiting.set(capacity.waiting.get() + 1);
+        let _waiting = Waiting(capacity);
+        let waited = neverblock::timeout(self.checkout_timeout, || capacity.notify.notified());
         match waited {
             Ok(Ok(())) => Ok(()),
             Ok(Err(_)) => Err(Error::Timeout),
@@ -249,7 +252,7 @@ impl Shared {
             prepared: RefCell::new(HashSet::new()),
             wake_writer: Notify::new(),
             closed: Cell::new(false),
-            room: self.room.clone(),
+            capacity: self.capacity.clone(),
         });
         let (writer, reader) = (conn.clone(), conn.clone());
         neverblock::spawn(move || writer.write_loop());
@@ -261,17 +264,17 @@ impl Shared {
 }
 
 /// A connection being opened: counted until it is open, has failed, or its
-/// fiber unwound; then fibers waiting for room look again.
-struct Opening<'a>(&'a Shared);
+/// fiber unwound; then fibers waiting for capacity look again.
+struct Opening<'a>(&'a SharedConnections);
 
 impl Drop for Opening<'_> {
     fn drop(&mut self) {
         self.0.opening.set(self.0.opening.get() - 1);
-        self.0.room.notify.notify_all();
+        self.0.capacity.notify.notify_all();
     }
 }
 
-impl Drop for Shared {
+impl Drop for SharedConnections {
     /// Closes the shared connections: their fibers see the end of stream and finish.
     fn drop(&mut self) {
         for conn in self.conns.borrow().iter() {
@@ -286,20 +289,25 @@ impl Conn {
     }
 
     fn oldest(&self) -> Option<Instant> {
-        self.pending.borrow().front().map(|s| s.queued_at)
+        self.pending.borrow().front().map(|request| request.queued_at)
     }
 
-    /// Queues a slot for the request just appended, and parks until its reply.
+    /// Queues the request just appended as pending, and parks until its reply.
     fn send(&self, kind: Kind, parsed: Option<String>) -> Result<Outcome, Error> {
-        let slot =
-            Rc::new(Slot { kind, queued_at: Instant::now(), parsed, result: RefCell::new(None), done: Notify::new() });
-        self.pending.borrow_mut().push_back(slot.clone());
+        let request = Rc::new(PendingRequest {
+            kind,
+            queued_at: Instant::now(),
+            parsed,
+            result: RefCell::new(None),
+            done: Notify::new(),
+        });
+        self.pending.borrow_mut().push_back(request.clone());
         loop {
-            if let Some(result) = slot.result.borrow_mut().take() {
+            if let Some(result) = request.result.borrow_mut().take() {
                 return result;
             }
             // A timeout stops the wait; the reply, when it comes, is dropped.
-            slot.done.notified().map_err(|_| Error::Timeout)?;
+            request.done.notified().map_err(|_| Error::Timeout)?;
         }
     }
 
@@ -325,7 +333,7 @@ impl Conn {
         }
     }
 
-    /// Reads replies and hands each to its slot, in order.
+    /// Reads replies and hands each to its pending request, in order.
     fn read_loop(&self, mut framed: Framed) {
         let mut reply = Reply::default();
         let mut described = (Vec::new(), Vec::new());
@@ -363,12 +371,12 @@ impl Conn {
                     }
                 }
                 Message::ReadyForQuery(_) => {
-                    let Some(slot) = self.pending.borrow_mut().pop_front() else {
+                    let Some(request) = self.pending.borrow_mut().pop_front() else {
                         return self.fail(Error::protocol("a reply nobody asked for"));
                     };
-                    let result = match (error.take(), &slot.kind) {
+                    let result = match (error.take(), &request.kind) {
                         (Some(db), _) => {
-                            if let Some(name) = &slot.parsed {
+                            if let Some(name) = &request.parsed {
                                 self.prepared.borrow_mut().remove(name);
                             }
                             Err(Error::Db(Box::new(db)))
@@ -379,10 +387,10 @@ impl Conn {
                         }
                     };
                     reply = Reply::default();
-                    *slot.result.borrow_mut() = Some(result);
-                    slot.done.notify_one();
-                    if self.room.waiting.get() > 0 {
-                        self.room.notify.notify_one();
+                    *request.result.borrow_mut() = Some(result);
+                    request.done.notify_one();
+                    if self.capacity.waiting.get() > 0 {
+                        self.capacity.notify.notify_one();
                     }
                 }
                 Message::NoticeResponse(body) => crate::conn::log_notice(body.fields()),
@@ -397,15 +405,15 @@ impl Conn {
             return;
         }
         log::debug!("shared postgres connection closed: {error}");
-        self.room.closed.set(true);
+        self.capacity.conn_closed.set(true);
         self.socket.shutdown();
         self.wake_writer.notify_one();
-        let pending: Vec<Rc<Slot>> = self.pending.borrow_mut().drain(..).collect();
+        let pending: Vec<Rc<PendingRequest>> = self.pending.borrow_mut().drain(..).collect();
         let mut error = Some(error);
-        for slot in pending {
-            *slot.result.borrow_mut() = Some(Err(error.take().unwrap_or(Error::Closed)));
-            slot.done.notify_one();
+        for request in pending {
+            *request.result.borrow_mut() = Some(Err(error.take().unwrap_or(Error::Closed)));
+            request.done.notify_one();
         }
-        self.room.notify.notify_all();
+        self.capacity.notify.notify_all();
     }
 }

@@ -3,7 +3,7 @@
 
 use neverblock_pg::{Config, Connection, Error};
 
-use crate::support::{admin, config, run, server, unique};
+use crate::support::{admin, config, postgres, run, unique};
 
 /// Makes a login role in `group` (`md5_users`, `scram_users`, or none: trusted)
 /// whose password is stored as `encryption` says.
@@ -33,7 +33,7 @@ fn who_am_i(config: Config) -> Result<String, Error> {
 fn a_trusted_role_logs_in_without_a_password_over_both_sockets() {
     run(|| {
         let name = role(None, "scram-sha-256", "unused");
-        for base in [config(), server().tcp_config()] {
+        for base in [config(), postgres().tcp_config()] {
             assert_eq!(who_am_i(base.user(&name)).unwrap(), name);
         }
     });
@@ -44,7 +44,7 @@ fn an_md5_role_logs_in_with_its_password_and_only_with_it() {
     run(|| {
         let name = role(Some("md5_users"), "md5", "md5 secret");
         assert!(stored_password(&name).starts_with("md5"), "stored as md5, so the server asks for md5");
-        for base in [config(), server().tcp_config()] {
+        for base in [config(), postgres().tcp_config()] {
             assert_eq!(who_am_i(base.clone().user(&name).password("md5 secret")).unwrap(), name);
             let wrong = who_am_i(base.clone().user(&name).password("guess")).unwrap_err();
             assert_eq!(wrong.code(), Some("28P01"), "{wrong}");
@@ -60,7 +60,7 @@ fn a_scram_role_logs_in_with_its_password_and_only_with_it() {
     run(|| {
         let name = role(Some("scram_users"), "scram-sha-256", "scrämble");
         assert!(stored_password(&name).starts_with("SCRAM-SHA-256$"));
-        for base in [config(), server().tcp_config()] {
+        for base in [config(), postgres().tcp_config()] {
             assert_eq!(who_am_i(base.clone().user(&name).password("scrämble")).unwrap(), name);
             let wrong = who_am_i(base.user(&name).password("scramble")).unwrap_err();
             assert_eq!(wrong.code(), Some("28P01"), "{wrong}");
@@ -71,7 +71,7 @@ fn a_scram_role_logs_in_with_its_password_and_only_with_it() {
 #[test]
 fn a_url_with_a_socket_directory_connects() {
     run(|| {
-        let s = server();
+        let s = postgres();
         let url = format!("postgres://postgres@/postgres?host={}&port={}", s.dir().display(), s.port());
         let mut conn = neverblock_pg::connect(&url).unwrap();
         assert_eq!(conn.query_one("select 7::int4", &[]).unwrap().get::<i32>(0), 7);

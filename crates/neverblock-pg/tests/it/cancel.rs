@@ -81,7 +81,7 @@ fn a_cancel_token_cancels_the_running_query_from_another_fiber() {
 }
 
 #[test]
-fn a_pooled_connection_that_timed_out_is_settled_and_lent_again() {
+fn a_pooled_connection_that_timed_out_is_cleaned_and_lent_again() {
     run(|| {
         let pool = Pool::new(config(), 1);
         let mut watcher = admin();

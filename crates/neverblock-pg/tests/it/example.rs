@@ -11,7 +11,7 @@ fn the_web_app_example_serves_its_table_as_json_and_stops_on_sigterm() {
     let example = exe.parent().and_then(|deps| deps.parent()).unwrap().join("examples").join("web_app");
     assert!(example.exists(), "cargo test builds the examples: {}", example.display());
     let mut child = Command::new(&example)
-        .env("DATABASE_URL", support::server().url())
+        .env("DATABASE_URL", support::postgres().url())
         .env("LISTEN", "127.0.0.1:0")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use neverblock::sync::Notify;
-use neverblock_pg::throwaway::Server;
+use neverblock_pg::throwaway::Postgres;
 use neverblock_pg::{Error, Pool};
 
 use crate::support::{admin, config, run, sessions_named, unique};
@@ -191,8 +191,8 @@ fn an_idle_connection_the_server_closed_is_not_lent() {
 
 #[test]
 fn the_pool_recovers_from_a_server_restart() {
-    let server = Arc::new(Server::start().unwrap());
-    let config = server.config();
+    let postgres = Arc::new(Postgres::start().unwrap());
+    let config = postgres.config();
     neverblock::run(move || {
         let pool = Pool::new(config, 4);
         let warm: Vec<_> = (0..8)
@@ -217,7 +217,7 @@ fn the_pool_recovers_from_a_server_restart() {
                 ok
             })
         };
-        let restarter = server.clone();
+        let restarter = postgres.clone();
         neverblock::spawn_blocking(move || restarter.restart()).unwrap();
         restarted.set(true);
         assert!(busy.join().unwrap() > 0, "queries ran around the restart");
@@ -253,7 +253,7 @@ fn a_fiber_cancelled_in_line_passes_on_the_connection_it_was_handed() {
 }
 
 #[test]
-fn a_pool_whose_server_is_down_reports_it_to_every_fiber_and_holds_no_place() {
+fn a_pool_whose_server_is_down_reports_it_to_every_fiber_and_holds_no_permit() {
     run(|| {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let pool = Pool::new(neverblock_pg::Config::new().tcp("127.0.0.1", port), 2);
@@ -268,6 +268,6 @@ fn a_pool_whose_server_is_down_reports_it_to_every_fiber_and_holds_no_place() {
             assert!(matches!(err, Error::Connect { .. }), "{err}");
         }
         let status = pool.status();
-        assert_eq!((status.open, status.waiting), (0, 0), "no place is held by a failed connect");
+        assert_eq!((status.open, status.waiting), (0, 0), "no permit is held by a failed connect");
     });
 }

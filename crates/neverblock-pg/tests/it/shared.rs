@@ -125,7 +125,7 @@ fn a_timeout_in_shared_mode_abandons_only_that_wait() {
 
 #[test]
 fn shared_mode_outside_a_runtime_is_a_clear_error() {
-    crate::support::server();
+    crate::support::postgres();
     let pool = Pool::builder(config()).max_size(1).shared(1).build();
     assert!(matches!(pool.query("select 1", &[]), Err(Error::Usage(_))));
 }

@@ -4,25 +4,25 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use neverblock_pg::throwaway::Server;
+use neverblock_pg::throwaway::Postgres;
 use neverblock_pg::{Config, Connection};
 
 /// The binary's server, started by the first test that asks. Its supervisor
 /// stops it and removes its directory when this process exits.
-pub(crate) fn server() -> &'static Server {
-    static SERVER: OnceLock<Server> = OnceLock::new();
-    SERVER.get_or_init(|| Server::start().unwrap_or_else(|e| panic!("cannot start a throwaway PostgreSQL: {e}")))
+pub(crate) fn postgres() -> &'static Postgres {
+    static POSTGRES: OnceLock<Postgres> = OnceLock::new();
+    POSTGRES.get_or_init(|| Postgres::start().unwrap_or_else(|e| panic!("cannot start a throwaway PostgreSQL: {e}")))
 }
 
 /// The superuser over the unix socket.
 pub(crate) fn config() -> Config {
-    server().config()
+    postgres().config()
 }
 
 /// Runs `f` in a fiber of a new runtime, failing the test if it takes over a minute
 /// (a hang guard only: nothing here is expected to come near it).
 pub(crate) fn run<T: 'static>(f: impl FnOnce() -> T + 'static) -> T {
-    server(); // started outside the runtime: its start-up waits block the thread
+    postgres(); // started outside the runtime: its start-up waits block the thread
     neverblock::run(|| neverblock::timeout(Duration::from_secs(60), f).expect("the test hung for a minute"))
 }
 
