@@ -1,7 +1,8 @@
-//! `neverblock serve`: the files under a directory over HTTP/1.1, a loop per core, sent by the
-//! kernel (`sendfile`), and what no file answers sent on to an upstream application (whose
-//! X-Sendfile answers it honours), with an Apache access log and a Prometheus metrics page when
-//! asked, until SIGTERM or SIGINT (Ctrl-C) shuts it down gracefully.
+//! `neverblock serve`: the files under a directory over HTTP/1.1, in cleartext or over TLS, a loop
+//! per core, sent by the kernel (`sendfile`; read and encrypted over TLS), and what no file answers
+//! sent on to an upstream application (whose X-Sendfile answers it honours), with an Apache access
+//! log and a Prometheus metrics page when asked, until SIGTERM or SIGINT (Ctrl-C) shuts it down
+//! gracefully. SIGHUP reopens the access log and reads the certificates again.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -9,7 +10,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use neverblock_http::server::{
-    AccessLog, Exchange, Handler, LogFormat, Metrics, Proxy, Server, StaticFiles, XSendfile,
+    AccessLog, Exchange, Handler, HttpsOnly, LogFormat, Metrics, Proxy, Server, ServerBuilder, StaticFiles, TlsConfig,
+    XSendfile,
 };
 
 /// Options of `neverblock serve`.
@@ -18,9 +20,28 @@ pub(crate) struct ServeArgs {
     /// The directory to serve (default: `.`, or none with --upstream: every request goes to the
     /// upstream).
     pub(crate) dir: Option<PathBuf>,
-    /// The address to listen on, `HOST:PORT` (port 0: any free port; the chosen one is printed).
-    #[arg(long, default_value = "127.0.0.1:8080")]
-    pub(crate) listen: String,
+    /// An address to listen on for HTTP in cleartext, `HOST:PORT` (port 0: any free port; the
+    /// chosen one is printed). May be given several times. Default: 127.0.0.1:8080, unless
+    /// --tls-listen is given (then no cleartext listener is opened without --listen).
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) listen: Vec<String>,
+    /// An address to listen on for HTTPS, `HOST:PORT`, with the certificates of --tls-cert. May be
+    /// given several times, beside --listen.
+    #[arg(long, value_name = "ADDR", requires = "tls_cert")]
+    pub(crate) tls_listen: Vec<String>,
+    /// A certificate chain (PEM, the server's certificate first) for --tls-listen, with the key of
+    /// the --tls-key given in the same place. Give several pairs for several names: each client
+    /// gets the one whose certificate names the host it asks for (SNI; wildcards as browsers read
+    /// them), else the first. SIGHUP reads them again.
+    #[arg(long, value_name = "FILE", requires = "tls_listen")]
+    pub(crate) tls_cert: Vec<PathBuf>,
+    /// The private key (PEM) of the --tls-cert in the same place.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub(crate) tls_key: Vec<PathBuf>,
+    /// Cleartext listeners answer every request with a 308 redirect to the same URL on https (at
+    /// the first --tls-listen port).
+    #[arg(long, requires = "tls_listen")]
+    pub(crate) redirect_https: bool,
     /// Event loops, one thread each, each accepting on the port (default: one per core).
     #[arg(long)]
     pub(crate) workers: Option<usize>,
@@ -69,6 +90,13 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         (None, Some(_)) => None,
         (dir, _) => Some(dir.clone().unwrap_or_else(|| PathBuf::from("."))),
     };
+    anyhow::ensure!(
+        args.tls_cert.len() == args.tls_key.len(),
+        "--tls-cert and --tls-key go in pairs: {} certificates, {} keys",
+        args.tls_cert.len(),
+        args.tls_key.len()
+    );
+    let tls = tls_config(&args)?;
     let files = dir.as_ref().map(StaticFiles::new).transpose()?;
     let log = access_log(&args)?;
     let metrics = args.metrics_path.as_ref().map(|_| Metrics::new());
@@ -77,21 +105,21 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(hook) = response_hook(log.clone(), metrics.clone()) {
         builder = builder.on_response(hook);
     }
-    let server = builder.bind(args.listen.as_str()).with_context(|| format!("listen on {}", args.listen))?;
+    if let Some(metrics) = &metrics {
+        builder = builder.on_handshake(metrics.handshake_hook());
+    }
+    let server = listen(builder, &args, tls.as_ref())?;
     let loops = if workers == 1 { "1 loop".to_owned() } else { format!("{workers} loops") };
-    let addr = server.local_addr();
+    let urls = server.urls().join(" and ");
     match (&files, &args.upstream) {
-        (Some(files), None) => {
-            println!("serving {} on http://{addr}/ with {loops} (Ctrl-C stops)", files.root().display())
-        }
+        (Some(files), None) => println!("serving {} on {urls} with {loops} (Ctrl-C stops)", files.root().display()),
         (Some(files), Some(url)) => println!(
-            "serving on http://{addr}/ with {loops}: the files under {}, then the upstream {url} (Ctrl-C stops)",
+            "serving on {urls} with {loops}: the files under {}, then the upstream {url} (Ctrl-C stops)",
             files.root().display()
         ),
-        (None, url) => println!(
-            "serving on http://{addr}/ with {loops}: the upstream {} (Ctrl-C stops)",
-            url.as_deref().unwrap_or("")
-        ),
+        (None, url) => {
+            println!("serving on {urls} with {loops}: the upstream {} (Ctrl-C stops)", url.as_deref().unwrap_or(""))
+        }
     }
     let handler: Box<dyn Handler> = match (files, upstream) {
         (Some(files), Some(upstream)) => Box::new(files.then(upstream)),
@@ -106,8 +134,13 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
         _ => handler,
     };
-    if let (Some(log), Some(_)) = (&log, &args.access_log_file) {
-        reopen_on_sighup(log.clone());
+    let handler: Box<dyn Handler> = match args.redirect_https {
+        true => Box::new(HttpsOnly::new(handler, tls_port(&server))),
+        false => handler,
+    };
+    let reopened = log.clone().filter(|_| args.access_log_file.is_some());
+    if reopened.is_some() || tls.is_some() {
+        on_sighup(reopened, tls.clone());
     }
     let served = server.run(handler);
     if let Some(log) = log {
@@ -174,20 +207,75 @@ fn response_hook(
     })
 }
 
-/// Reopens the access log on each SIGHUP (logrotate's `postrotate` sends one after moving the
-/// file), from a thread of its own, until the process ends.
-fn reopen_on_sighup(log: AccessLog) {
+/// The certificates the options name, read and checked, if any.
+fn tls_config(args: &ServeArgs) -> anyhow::Result<Option<TlsConfig>> {
+    if args.tls_listen.is_empty() {
+        return Ok(None);
+    }
+    anyhow::ensure!(!args.tls_cert.is_empty(), "--tls-listen needs --tls-cert and --tls-key");
+    let builder = args.tls_cert.iter().zip(&args.tls_key).fold(TlsConfig::builder(), |b, (c, k)| b.cert_pair(c, k));
+    Ok(Some(builder.build()?))
+}
+
+/// The server listening where the options say: each --listen in cleartext, each --tls-listen over
+/// TLS; 127.0.0.1:8080 in cleartext when neither is given.
+fn listen(builder: ServerBuilder, args: &ServeArgs, tls: Option<&TlsConfig>) -> anyhow::Result<Server> {
+    let cleartext = match (args.listen.is_empty(), args.tls_listen.is_empty()) {
+        (true, true) => vec!["127.0.0.1:8080".to_owned()],
+        _ => args.listen.clone(),
+    };
+    let mut addrs = cleartext.iter().map(|addr| (addr, None)).chain(args.tls_listen.iter().map(|addr| (addr, tls)));
+    let (first, first_tls) = addrs.next().expect("there is a first address");
+    let bound = |result: Result<Server, neverblock_http::Error>, addr: &str| {
+        result.with_context(|| format!("listen on {addr}"))
+    };
+    let mut server = match first_tls {
+        Some(tls) => bound(builder.bind_tls(first.as_str(), tls), first)?,
+        None => bound(builder.bind(first.as_str()), first)?,
+    };
+    for (addr, tls) in addrs {
+        server = match tls {
+            Some(tls) => bound(server.listen_tls(addr.as_str(), tls), addr)?,
+            None => bound(server.listen(addr.as_str()), addr)?,
+        };
+    }
+    Ok(server)
+}
+
+/// The port of the server's first HTTPS listener, where --redirect-https sends clients.
+fn tls_port(server: &Server) -> u16 {
+    server
+        .urls()
+        .iter()
+        .find_map(|url| url.strip_prefix("https://"))
+        .and_then(|rest| rest.trim_end_matches('/').rsplit(':').next())
+        .and_then(|port| port.parse().ok())
+        .unwrap_or(443)
+}
+
+/// On each SIGHUP (logrotate's `postrotate` sends one after moving the log; certbot's deploy hook
+/// after renewing certificates), reopens the access log and reads the certificates again, from a
+/// thread of its own, until the process ends.
+fn on_sighup(log: Option<AccessLog>, tls: Option<TlsConfig>) {
     let Ok(mut signals) = signal_hook::iterator::Signals::new([signal_hook::consts::SIGHUP]) else {
-        log::warn!("SIGHUP cannot be watched; the access log will not be reopened on it");
+        log::warn!("SIGHUP cannot be watched; the access log will not be reopened nor the certificates read again");
         return;
     };
     let watcher = std::thread::Builder::new().name("sighup".into()).spawn(move || {
         for _ in signals.forever() {
-            log::info!("SIGHUP: reopening the access log");
-            log.reopen();
+            if let Some(log) = &log {
+                log::info!("SIGHUP: reopening the access log");
+                log.reopen();
+            }
+            if let Some(tls) = &tls {
+                let failed = tls.reload().len();
+                log::info!("SIGHUP: certificates read again ({failed} kept their old one)");
+            }
         }
     });
     if let Err(e) = watcher {
-        log::warn!("no thread to watch for SIGHUP ({e}); the access log will not be reopened on it");
+        log::warn!(
+            "no thread to watch for SIGHUP ({e}); the access log will not be reopened nor the certificates read again"
+        );
     }
 }

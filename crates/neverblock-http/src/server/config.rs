@@ -1,20 +1,20 @@
-//! A server's settings: loops, timeouts, limits, the response hook, signals; and binding.
+//! A server's settings: loops, timeouts, limits, the hooks, signals; and binding its first listener.
 
 use std::fmt;
-use std::net::{SocketAddr, TcpListener as StdListener, ToSocketAddrs};
+use std::net::ToSocketAddrs;
 use std::sync::Arc;
 use std::time::Duration;
 
-use neverblock::net::TcpListener;
-
 use super::exchange::Exchange;
-use super::shutdown::ServerState;
+use super::tls::{Handshake, TlsConfig};
 use super::{Handler, Server};
-use crate::error::{Error, ErrorKind};
+use crate::error::Error;
 use crate::wire::{Limits, MAX_HEADERS_CAP};
 
 /// The hook called after each response.
 pub(super) type Hook = Arc<dyn Fn(&Exchange<'_>) + Send + Sync>;
+/// The hook called after each TLS handshake.
+pub(super) type HandshakeHook = Arc<dyn Fn(&Handshake<'_>) + Send + Sync>;
 
 /// How long a client may take, and how slow it may be.
 #[derive(Clone, Copy, Debug)]
@@ -31,6 +31,7 @@ pub(super) struct Timeouts {
 pub(super) struct Config {
     pub(super) handler: Arc<dyn Handler>,
     pub(super) hook: Option<Hook>,
+    pub(super) handshake_hook: Option<HandshakeHook>,
     pub(super) timeouts: Timeouts,
     pub(super) limits: Limits,
 }
@@ -72,6 +73,7 @@ pub struct ServerBuilder {
     timeouts: Timeouts,
     limits: Limits,
     hook: Option<Hook>,
+    handshake_hook: Option<HandshakeHook>,
     signals: bool,
 }
 
@@ -89,6 +91,7 @@ impl Default for ServerBuilder {
             },
             limits: Limits { max_body: 16 << 20, ..Limits::default() },
             hook: None,
+            handshake_hook: None,
             signals: false,
         }
     }
@@ -299,6 +302,26 @@ impl ServerBuilder {
         self
     }
 
+    /// Calls `hook` after each TLS handshake on an HTTPS listener, however it ended, on the
+    /// connection's fiber: the place for handshake metrics. It should not block for long; a hook
+    /// that panics is logged and loses that call only.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Handshake, Server};
+    ///
+    /// let server = Server::builder()
+    ///     .on_handshake(|h: &Handshake<'_>| log::debug!("{} {:?} in {:?}", h.peer_addr(), h.outcome(), h.duration()))
+    ///     .bind("127.0.0.1:0")
+    ///     .unwrap();
+    /// # drop(server);
+    /// ```
+    pub fn on_handshake(mut self, hook: impl Fn(&Handshake<'_>) + Send + Sync + 'static) -> ServerBuilder {
+        self.handshake_hook = Some(Arc::new(hook));
+        self
+    }
+
     /// Shuts the server down gracefully on SIGTERM or SIGINT while it runs; a second signal closes
     /// every connection at once. Once the server has returned, the signals act as by default again.
     ///
@@ -315,7 +338,9 @@ impl ServerBuilder {
         self
     }
 
-    /// Listens on `addr` (a listener per loop, all on one port; port 0 picks a free one).
+    /// Listens on `addr` for HTTP in cleartext (a listener per loop, all on one port; port 0 picks a
+    /// free one). More listeners, cleartext or TLS, can be added to the server
+    /// ([`Server::listen`], [`Server::listen_tls`]).
     ///
     /// # Errors
     ///
@@ -333,36 +358,44 @@ impl ServerBuilder {
     /// assert_eq!(taken.kind(), ErrorKind::Listen, "the port is in use");
     /// ```
     pub fn bind(self, addr: impl ToSocketAddrs) -> Result<Server, Error> {
-        let listen_error = |what: &str, e: std::io::Error| Error::with_source(ErrorKind::Listen, what.to_owned(), e);
-        let addr = addr
-            .to_socket_addrs()
-            .map_err(|e| listen_error("resolve the address to listen on", e))?
-            .next()
-            .ok_or_else(|| Error::new(ErrorKind::Listen, "the address to listen on resolves to nothing"))?;
-        if addr.port() != 0 {
-            // SO_REUSEPORT would let this server silently share a port another one of this
-            // user listens on; a plain bind fails if anything listens there already.
-            drop(StdListener::bind(addr).map_err(|e| listen_error(&format!("listen on {addr}"), e))?);
-        }
-        let workers = self.workers.unwrap_or_else(neverblock::runtime::available_threads);
-        let bind = |addr: SocketAddr| {
-            TcpListener::bind_reuse_port(addr)
-                .and_then(TcpListener::into_std)
-                .map_err(|e| listen_error(&format!("listen on {addr}"), e))
-        };
-        let first = bind(addr)?;
-        // Port 0 means any: the others join the port the first one got.
-        let addr = first.local_addr().map_err(|e| listen_error("read the bound address", e))?;
-        let mut listeners = vec![first];
-        for _ in 1..workers {
-            listeners.push(bind(addr)?);
-        }
-        Ok(Server { listeners, addr, settings: self, state: Arc::new(ServerState::new(workers)) })
+        Server::new(self).listen(addr)
+    }
+
+    /// Listens on `addr` for HTTPS with `tls` (see [`bind`](ServerBuilder::bind)): each connection
+    /// makes a TLS handshake first, under the handshake timeout, then speaks HTTP/1.1 as a
+    /// cleartext one does, to the same handlers.
+    ///
+    /// # Errors
+    ///
+    /// As [`bind`](ServerBuilder::bind).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use neverblock_http::server::{Server, TlsConfig};
+    ///
+    /// let tls = TlsConfig::from_pem_files("cert.pem", "key.pem").unwrap();
+    /// let server = Server::builder().bind_tls("0.0.0.0:443", &tls).unwrap().listen("0.0.0.0:80").unwrap();
+    /// # drop(server);
+    /// ```
+    pub fn bind_tls(self, addr: impl ToSocketAddrs, tls: &TlsConfig) -> Result<Server, Error> {
+        Server::new(self).listen_tls(addr, tls)
+    }
+
+    /// How many loops the server runs.
+    pub(super) fn loops(&self) -> usize {
+        self.workers.unwrap_or_else(neverblock::runtime::available_threads)
     }
 
     /// The settings a running server shares, with its handler.
     pub(super) fn config(&self, handler: Arc<dyn Handler>) -> Config {
-        Config { handler, hook: self.hook.clone(), timeouts: self.timeouts, limits: self.limits }
+        Config {
+            handler,
+            hook: self.hook.clone(),
+            handshake_hook: self.handshake_hook.clone(),
+            timeouts: self.timeouts,
+            limits: self.limits,
+        }
     }
 
     pub(super) fn signals(&self) -> bool {

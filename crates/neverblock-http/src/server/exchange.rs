@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use super::request::{RequestParts, Version};
 use super::response::Response;
+use super::tls::TlsInfo;
 use crate::head_access::head_accessors;
 use crate::wire::head::Head;
 
@@ -37,6 +38,7 @@ pub struct Exchange<'a> {
     pub(crate) response: &'a Response,
     pub(crate) peer: SocketAddr,
     pub(crate) local: SocketAddr,
+    pub(crate) tls: Option<&'a TlsInfo>,
     pub(crate) body_bytes: u64,
     pub(crate) complete: bool,
     pub(crate) started: SystemTime,
@@ -134,6 +136,23 @@ impl Exchange<'_> {
     /// ```
     pub fn query(&self) -> Option<&str> {
         self.parts?.query(self.head?)
+    }
+
+    /// The TLS the request came over, on an HTTPS connection.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Exchange, Server};
+    ///
+    /// let server = Server::builder()
+    ///     .on_response(|x: &Exchange<'_>| log::info!("{}", x.tls().map_or("-", |tls| tls.cipher())))
+    ///     .bind("127.0.0.1:0")
+    ///     .unwrap();
+    /// # drop(server);
+    /// ```
+    pub fn tls(&self) -> Option<&TlsInfo> {
+        self.tls
     }
 
     /// The status sent.

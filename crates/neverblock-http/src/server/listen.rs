@@ -1,4 +1,6 @@
-//! A loop's accept loop: a fiber per connection, and no lock-out when file descriptors run out.
+//! Listening: an address bound on every loop (`SO_REUSEPORT`: the kernel spreads connections
+//! across them), cleartext or TLS, and each loop's accept loop on it: a fiber per connection,
+//! handed to its protocol's driver, and no lock-out when file descriptors run out.
 //!
 //! `accept` failing with `EMFILE`/`ENFILE` leaves the connection in the kernel's backlog. Waiting
 //! for some connection to close, as a plain accept loop does, lets idle clients that hold every
@@ -9,19 +11,72 @@
 //! descriptor frees up.
 
 use std::io;
+use std::net::{SocketAddr, TcpListener as StdListener, ToSocketAddrs};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use neverblock::net::TcpListener;
 
 use super::registry::{is_out_of_descriptors, SHED_WAIT};
+use super::tls::TlsConfig;
 use super::{http1, ServerLoop};
+use crate::error::{Error, ErrorKind};
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(5);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
+/// An address the server listens on: a listener per loop, and the TLS its connections speak.
+#[derive(Debug)]
+pub(super) struct Listener {
+    pub(super) addr: SocketAddr,
+    pub(super) tls: Option<TlsConfig>,
+    /// One per loop, in loop order.
+    pub(super) per_loop: Vec<StdListener>,
+}
+
+impl Listener {
+    /// Binds `addr` once per loop, `loops` times.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Listen`] if the address does not resolve or cannot be bound (in use, not
+    /// allowed), naming it.
+    pub(super) fn bind(addr: impl ToSocketAddrs, loops: usize, tls: Option<TlsConfig>) -> Result<Listener, Error> {
+        let listen_error = |what: &str, e: io::Error| Error::with_source(ErrorKind::Listen, what.to_owned(), e);
+        let addr = addr
+            .to_socket_addrs()
+            .map_err(|e| listen_error("resolve the address to listen on", e))?
+            .next()
+            .ok_or_else(|| Error::new(ErrorKind::Listen, "the address to listen on resolves to nothing"))?;
+        if addr.port() != 0 {
+            // SO_REUSEPORT would let this server silently share a port another one of this
+            // user listens on; a plain bind fails if anything listens there already.
+            drop(StdListener::bind(addr).map_err(|e| listen_error(&format!("listen on {addr}"), e))?);
+        }
+        let bind = |addr: SocketAddr| {
+            TcpListener::bind_reuse_port(addr)
+                .and_then(TcpListener::into_std)
+                .map_err(|e| listen_error(&format!("listen on {addr}"), e))
+        };
+        let first = bind(addr)?;
+        // Port 0 means any: the others join the port the first one got.
+        let addr = first.local_addr().map_err(|e| listen_error("read the bound address", e))?;
+        let mut per_loop = vec![first];
+        for _ in 1..loops {
+            per_loop.push(bind(addr)?);
+        }
+        Ok(Listener { addr, tls, per_loop })
+    }
+
+    /// `http://ADDR/` or `https://ADDR/`.
+    pub(super) fn url(&self) -> String {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}/", self.addr)
+    }
+}
+
 /// Accepts connections until cancelled (a shutdown) or the listener fails; returns the failure.
-pub(super) fn accept_loop(listener: TcpListener, server_loop: Rc<ServerLoop>) -> io::Error {
+pub(super) fn accept_loop(listener: TcpListener, tls: Option<TlsConfig>, server_loop: Rc<ServerLoop>) -> io::Error {
     let mut backoff = None::<Duration>;
     let mut shedding = ShedLog::default();
     loop {
@@ -31,8 +86,8 @@ pub(super) fn accept_loop(listener: TcpListener, server_loop: Rc<ServerLoop>) ->
                     log::warn!("accepting again");
                 }
                 server_loop.registry.counters().accepted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let server_loop = server_loop.clone();
-                if let Err(e) = neverblock::try_spawn(move || http1::serve(stream, peer, &server_loop)) {
+                let (server_loop, tls) = (server_loop.clone(), tls.clone());
+                if let Err(e) = neverblock::try_spawn(move || http1::serve(stream, peer, &server_loop, tls.as_ref())) {
                     log::error!("connection from {peer} closed unserved: {e}");
                 }
             }

@@ -53,6 +53,7 @@ mod request;
 mod response;
 mod shutdown;
 mod timed;
+mod tls;
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -61,10 +62,11 @@ use std::sync::Arc;
 
 use neverblock::net::TcpListener;
 use neverblock::runtime::{spawn_on, Builder};
+use neverblock::JoinHandle;
 
 pub use config::ServerBuilder;
 pub use exchange::Exchange;
-pub use handlers::{FilesThen, StaticFiles, XSendfile};
+pub use handlers::{FilesThen, HttpsOnly, StaticFiles, XSendfile};
 #[cfg(feature = "client")]
 pub use handlers::{Proxy, ProxyEvent, UpstreamFailure};
 pub use observers::{AccessLog, Instrumented, LogFormat, Metrics};
@@ -72,9 +74,11 @@ pub use registry::{is_out_of_descriptors, shed_idle_connections};
 pub use request::{Request, RequestBody, Version};
 pub use response::{Body, Response};
 pub use shutdown::{ServerHandle, ServerStats};
+pub use tls::{Handshake, HandshakeOutcome, TlsBuilder, TlsConfig, TlsInfo};
 
 use crate::error::{Error, ErrorKind};
 use config::Config;
+use listen::Listener;
 use registry::Registry;
 use shutdown::{ServerState, Signals};
 
@@ -149,15 +153,17 @@ impl Handler for Box<dyn Handler> {
 /// server.run(StaticFiles::new(".").unwrap()).unwrap();
 /// ```
 pub struct Server {
-    listeners: Vec<std::net::TcpListener>,
-    addr: SocketAddr,
+    listeners: Vec<Listener>,
     settings: ServerBuilder,
     state: Arc<ServerState>,
 }
 
 impl fmt::Debug for Server {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Server").field("addr", &self.addr).field("loops", &self.listeners.len()).finish_non_exhaustive()
+        f.debug_struct("Server")
+            .field("urls", &self.urls())
+            .field("loops", &self.state.controls.len())
+            .finish_non_exhaustive()
     }
 }
 
@@ -201,7 +207,52 @@ impl Server {
         ServerBuilder::default().bind(addr)
     }
 
-    /// The address it listens on (with the port picked, for port 0).
+    /// A server with `settings` that listens nowhere yet.
+    fn new(settings: ServerBuilder) -> Server {
+        let state = Arc::new(ServerState::new(settings.loops()));
+        Server { listeners: Vec::new(), settings, state }
+    }
+
+    /// Listens on `addr` too, for HTTP in cleartext (see [`ServerBuilder::bind`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`ServerBuilder::bind`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Server;
+    ///
+    /// let server = Server::bind("127.0.0.1:0").unwrap().listen("[::1]:0").unwrap();
+    /// assert_eq!(server.urls().len(), 2);
+    /// ```
+    pub fn listen(mut self, addr: impl std::net::ToSocketAddrs) -> Result<Server, Error> {
+        self.listeners.push(Listener::bind(addr, self.settings.loops(), None)?);
+        Ok(self)
+    }
+
+    /// Listens on `addr` too, for HTTPS with `tls` (see [`ServerBuilder::bind_tls`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`ServerBuilder::bind`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use neverblock_http::server::{Server, TlsConfig};
+    ///
+    /// let tls = TlsConfig::from_pem_files("cert.pem", "key.pem").unwrap();
+    /// let server = Server::bind("0.0.0.0:80").unwrap().listen_tls("0.0.0.0:443", &tls).unwrap();
+    /// assert_eq!(server.urls(), ["http://0.0.0.0:80/", "https://0.0.0.0:443/"]);
+    /// ```
+    pub fn listen_tls(mut self, addr: impl std::net::ToSocketAddrs, tls: &TlsConfig) -> Result<Server, Error> {
+        self.listeners.push(Listener::bind(addr, self.settings.loops(), Some(tls.clone()))?);
+        Ok(self)
+    }
+
+    /// The address it listens on first (with the port picked, for port 0).
     ///
     /// # Examples
     ///
@@ -212,7 +263,22 @@ impl Server {
     /// assert_ne!(server.local_addr().port(), 0, "port 0 picked a free port");
     /// ```
     pub fn local_addr(&self) -> SocketAddr {
-        self.addr
+        self.listeners.first().expect("a server is made by binding an address").addr
+    }
+
+    /// Where it listens, as URLs (`http://127.0.0.1:8080/`, `https://[::]:8443/`), in the order the
+    /// listeners were added.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Server;
+    ///
+    /// let server = Server::bind("127.0.0.1:0").unwrap();
+    /// assert_eq!(server.urls(), [format!("http://{}/", server.local_addr())]);
+    /// ```
+    pub fn urls(&self) -> Vec<String> {
+        self.listeners.iter().map(Listener::url).collect()
     }
 
     /// A handle to shut it down with, from any thread.
@@ -263,23 +329,31 @@ impl Server {
     /// running.join().unwrap().unwrap();
     /// ```
     pub fn run(self, handler: impl Handler) -> Result<(), Error> {
-        let Server { listeners, settings, state, .. } = self;
+        let Server { listeners, settings, state } = self;
         let config = Arc::new(settings.config(Arc::new(handler)));
         let signals = if settings.signals() { Some(Signals::install()?) } else { None };
         let handle = ServerHandle { state: state.clone() };
-        let ended = Builder::new().threads(listeners.len()).run(move || {
+        let loops = settings.loops();
+        let mut per_loop: Vec<Vec<(std::net::TcpListener, Option<TlsConfig>)>> =
+            (0..loops).map(|_| Vec::new()).collect();
+        for listener in listeners {
+            for (index, bound) in listener.per_loop.into_iter().enumerate() {
+                per_loop[index].push((bound, listener.tls.clone()));
+            }
+        }
+        let ended = Builder::new().threads(loops).run(move || {
             let (guard, reader) = signals.map_or((None, None), |(guard, reader)| (Some(guard), Some(reader)));
             let watcher = reader.map(|reader| neverblock::spawn(move || Signals::watch(reader, handle)));
-            let mut listeners = listeners.into_iter().enumerate();
-            let first = listeners.next();
-            let others: Vec<_> = listeners
-                .map(|(index, listener)| {
+            let mut per_loop = per_loop.into_iter().enumerate();
+            let first = per_loop.next();
+            let others: Vec<_> = per_loop
+                .map(|(index, listeners)| {
                     let (config, state) = (config.clone(), state.clone());
-                    spawn_on(index, move || serve_loop(index, listener, config, state))
+                    spawn_on(index, move || serve_loop(index, listeners, config, state))
                 })
                 .collect();
-            if let Some((index, listener)) = first {
-                serve_loop(index, listener, config, state.clone());
+            if let Some((index, listeners)) = first {
+                serve_loop(index, listeners, config, state.clone());
             }
             for loop_ in others {
                 if let Err(e) = loop_.join() {
@@ -299,25 +373,33 @@ impl Server {
     }
 }
 
-/// Runs one loop: its accept loop in a fiber, and its controller here until the loop's part of the
-/// shutdown is done.
-fn serve_loop(index: usize, listener: std::net::TcpListener, config: Arc<Config>, state: Arc<ServerState>) {
+/// Runs one loop: an accept loop in a fiber for each of its listeners, and its controller here
+/// until the loop's part of the shutdown is done.
+fn serve_loop(
+    index: usize,
+    listeners: Vec<(std::net::TcpListener, Option<TlsConfig>)>,
+    config: Arc<Config>,
+    state: Arc<ServerState>,
+) {
     let grace = config.timeouts.shutdown;
     let registry = Rc::new(Registry::new(state.controls[index].clone(), state.counters[index].clone()));
     registry.make_current();
     let server_loop = Rc::new(ServerLoop { config, registry: registry.clone() });
-    let accept = match TcpListener::from_std(listener) {
-        Ok(listener) => {
-            let failed = state.clone();
-            neverblock::spawn(move || {
-                let error = listen::accept_loop(listener, server_loop);
-                failed.fail(format!("accepting on loop {index} failed: {error}"));
-            })
-        }
-        Err(e) => {
-            state.fail(format!("loop {index} cannot use its listener: {e}"));
-            neverblock::spawn(|| ())
-        }
-    };
-    shutdown::control(&state, index, &registry, accept, grace);
+    let accepts: Vec<JoinHandle<()>> = listeners
+        .into_iter()
+        .map(|(listener, tls)| match TcpListener::from_std(listener) {
+            Ok(listener) => {
+                let (failed, server_loop) = (state.clone(), server_loop.clone());
+                neverblock::spawn(move || {
+                    let error = listen::accept_loop(listener, tls, server_loop);
+                    failed.fail(format!("accepting on loop {index} failed: {error}"));
+                })
+            }
+            Err(e) => {
+                state.fail(format!("loop {index} cannot use its listener: {e}"));
+                neverblock::spawn(|| ())
+            }
+        })
+        .collect();
+    shutdown::control(&state, index, &registry, accepts, grace);
 }

@@ -6,6 +6,7 @@ use std::io::{self, BufRead, Read};
 use std::net::SocketAddr;
 use std::ops::Range;
 
+use super::tls::TlsInfo;
 use crate::head_access::head_accessors;
 use crate::wire::head::Head;
 pub use crate::Version;
@@ -37,6 +38,7 @@ pub struct Request<'a> {
     pub(crate) parts: &'a RequestParts,
     pub(crate) peer: SocketAddr,
     pub(crate) local: SocketAddr,
+    pub(crate) tls: Option<&'a TlsInfo>,
     pub(crate) body: RequestBody<'a>,
 }
 
@@ -168,6 +170,25 @@ impl<'a> Request<'a> {
     /// ```
     pub fn local_addr(&self) -> SocketAddr {
         self.local
+    }
+
+    /// The TLS the request came over, on an HTTPS connection; `None` in cleartext.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Request, Response};
+    ///
+    /// fn handler(request: &mut Request<'_>) -> Response {
+    ///     match request.tls() {
+    ///         Some(tls) => Response::new(200).body(format!("over {}\n", tls.protocol())),
+    ///         None => Response::new(403).body("HTTPS only\n"),
+    ///     }
+    /// }
+    /// # let _ = handler;
+    /// ```
+    pub fn tls(&self) -> Option<&TlsInfo> {
+        self.tls
     }
 
     /// The body's length, when the client declared it (`Content-Length`; 0 without a body).

@@ -171,12 +171,18 @@ impl ServerHandle {
 
 /// A loop's controller: waits for the shutdown, then carries it out on this loop (see the module's
 /// doc); returns once the loop's connections have ended.
-pub(super) fn control(state: &ServerState, index: usize, registry: &Registry, accept: JoinHandle<()>, grace: Duration) {
+pub(super) fn control(
+    state: &ServerState,
+    index: usize,
+    registry: &Registry,
+    accepts: Vec<JoinHandle<()>>,
+    grace: Duration,
+) {
     let control = &state.controls[index];
     while !state.stopping.load(SeqCst) {
         let _ = control.notified();
     }
-    accept.cancel();
+    accepts.iter().for_each(JoinHandle::cancel);
     let idle = registry.stop();
     log::info!("loop {index}: shutting down: {idle} idle connections closed, {} busy", registry.len());
     let mut deadline = Instant::now() + grace;

@@ -14,6 +14,8 @@ mod client_rfc;
 mod client_stream;
 #[cfg(feature = "client")]
 mod fixtures;
+#[cfg(all(feature = "client", feature = "server"))]
+mod https;
 #[cfg(feature = "server")]
 mod logs;
 #[cfg(feature = "server")]

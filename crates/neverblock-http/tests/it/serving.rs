@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use neverblock_http::server::{Handler, Response, Server, ServerBuilder, ServerHandle};
+use neverblock_http::server::{Handler, Response, Server, ServerBuilder, ServerHandle, TlsConfig};
 use neverblock_http::Error;
 
 /// How long a test client waits for any one read: a bound, so a broken server fails the test
@@ -29,7 +29,16 @@ impl Running {
 
     /// `builder`'s settings, on 127.0.0.1 and a free port.
     pub(crate) fn with(builder: ServerBuilder, handler: impl Handler) -> Running {
-        let server = builder.bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        Running::started(builder.bind("127.0.0.1:0").expect("bind 127.0.0.1:0"), handler)
+    }
+
+    /// `builder`'s settings, HTTPS with `tls` on 127.0.0.1 and a free port.
+    pub(crate) fn with_tls(builder: ServerBuilder, tls: &TlsConfig, handler: impl Handler) -> Running {
+        Running::started(builder.bind_tls("127.0.0.1:0", tls).expect("bind 127.0.0.1:0"), handler)
+    }
+
+    /// Runs `server` with `handler` on a thread of its own.
+    fn started(server: Server, handler: impl Handler) -> Running {
         let (addr, handle) = (server.local_addr(), server.handle());
         let thread = std::thread::Builder::new()
             .name(format!("server-{}", addr.port()))

@@ -23,7 +23,8 @@ use super::exchange::Exchange;
 use super::panics::{catch, panic_message};
 use super::request::{Request, RequestBody, RequestParts};
 use super::response::Response;
-use super::timed::{MinRate, WaitLimit};
+use super::timed::{MinRate, TimedStream, WaitLimit};
+use super::tls::{self, Handshake, HandshakeEnd, HandshakeOutcome, TlsConfig, TlsInfo};
 use super::ServerLoop;
 use crate::wire::body::Decoder;
 use crate::wire::head::Head;
@@ -52,25 +53,46 @@ impl Started {
     }
 }
 
-/// The connection's two addresses.
+/// What the connection is, for every request on it: its two addresses, and its TLS.
 #[derive(Clone, Copy, Debug)]
-struct Addresses {
+struct Addresses<'c> {
     peer: SocketAddr,
     local: SocketAddr,
+    tls: Option<&'c TlsInfo>,
 }
 
-/// Serves the connection until it closes, the client asks to close it, or the server stops.
-pub(super) fn serve(stream: TcpStream, peer: SocketAddr, server_loop: &Rc<ServerLoop>) {
+/// Serves the connection (after its TLS handshake, on an HTTPS listener) until it closes, the
+/// client asks to close it, or the server stops.
+pub(super) fn serve(stream: TcpStream, peer: SocketAddr, server_loop: &Rc<ServerLoop>, tls: Option<&TlsConfig>) {
+    let started = Instant::now();
     let _ = stream.set_nodelay(true);
     let local = stream.local_addr().unwrap_or(peer);
     let stream = Rc::new(stream);
     let registered = server_loop.registry.enter(stream.clone());
-    let socket = Socket::new(stream);
+    let timed = TimedStream::new(stream);
+    let (session, tls_info) = match tls {
+        None => (None, None),
+        Some(config) => {
+            // Idle until the handshake's first byte: a shutdown or shedding may close it.
+            registered.set_idle_since(Some(started));
+            let handshake = tls::handshake(&timed, config, started);
+            registered.set_idle_since(None);
+            match handshake {
+                Ok((session, info)) => {
+                    report_handshake(server_loop, HandshakeOutcome::Completed, Some(&info), peer, started);
+                    (Some(session), Some(info))
+                }
+                Err(end) => return handshake_failed(server_loop, end, peer, started),
+            }
+        }
+    };
+    let socket = Socket::new(timed, session);
+    let _close_notify = CloseNotify(&socket);
     let mut conn = BufferedConn::new(socket.clone());
     let mut head = Head::default();
     let timeouts = server_loop.config.timeouts;
     let mut first = true;
-    let addresses = Addresses { peer, local };
+    let addresses = Addresses { peer, local, tls: tls_info.as_ref() };
     loop {
         if server_loop.registry.is_stopping() {
             return;
@@ -114,6 +136,49 @@ pub(super) fn serve(stream: TcpStream, peer: SocketAddr, server_loop: &Rc<Server
     }
 }
 
+/// Sends a TLS session's `close_notify` when the connection's fiber ends, however it ends but by
+/// an unwind (which may not park).
+struct CloseNotify<'s>(&'s Socket);
+
+impl Drop for CloseNotify<'_> {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            self.0.close_notify();
+        }
+    }
+}
+
+/// Logs and reports a handshake that gave no session.
+fn handshake_failed(server_loop: &ServerLoop, end: HandshakeEnd, peer: SocketAddr, started: Instant) {
+    let outcome = match &end {
+        HandshakeEnd::PlainHttp => HandshakeOutcome::PlainHttp,
+        HandshakeEnd::TimedOut => HandshakeOutcome::TimedOut,
+        HandshakeEnd::Closed => HandshakeOutcome::Closed,
+        HandshakeEnd::Failed(why) => {
+            log::debug!("{peer}: TLS handshake failed: {why}");
+            HandshakeOutcome::Failed
+        }
+    };
+    log::debug!("{peer}: no TLS session: {outcome:?} after {:?}", started.elapsed());
+    report_handshake(server_loop, outcome, None, peer, started);
+}
+
+/// Calls the server's handshake hook, if it has one.
+fn report_handshake(
+    server_loop: &ServerLoop,
+    outcome: HandshakeOutcome,
+    tls: Option<&TlsInfo>,
+    peer: SocketAddr,
+    started: Instant,
+) {
+    if let Some(hook) = &server_loop.config.handshake_hook {
+        let handshake = Handshake { outcome, tls, peer, duration: started.elapsed() };
+        if let Err(payload) = catch(|| hook(&handshake)) {
+            log::error!("the handshake hook panicked after {peer}: {}", panic_message(&*payload));
+        }
+    }
+}
+
 /// Counts a request answered, by the handler or by a refusal.
 fn count_request(server_loop: &ServerLoop) {
     server_loop.registry.counters().requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -135,7 +200,7 @@ fn answer(
     conn: &mut BufferedConn<Socket>,
     head: &Head,
     message: &Message,
-    addresses: Addresses,
+    addresses: Addresses<'_>,
 ) -> bool {
     let started = Started::now(server_loop);
     let config = &server_loop.config;
@@ -154,7 +219,8 @@ fn answer(
     } else {
         let mut source = Http1Body { conn: &mut *conn, state: &mut state };
         let body = RequestBody { source: &mut source };
-        let mut request = Request { head, parts: &parts, peer: addresses.peer, local: addresses.local, body };
+        let mut request =
+            Request { head, parts: &parts, peer: addresses.peer, local: addresses.local, tls: addresses.tls, body };
         match catch(|| config.handler.handle(&mut request)) {
             Ok(response) => response,
             Err(payload) => {
@@ -228,7 +294,7 @@ fn request_line(buffered: &[u8], status: u16) -> Option<&[u8]> {
 }
 
 /// Answers a request the server will not take, and closes the connection.
-fn refuse(server_loop: &ServerLoop, socket: &Socket, refusal: &Refusal, head: Received<'_>, addresses: Addresses) {
+fn refuse(server_loop: &ServerLoop, socket: &Socket, refusal: &Refusal, head: Received<'_>, addresses: Addresses<'_>) {
     let started = Started::now(server_loop);
     log::debug!("{}: refused with {}: {}", addresses.peer, refusal.status, refusal.why);
     let mut response = Response::error(refusal.status, &refusal.why);
@@ -249,7 +315,7 @@ fn report(
     parts: Option<&RequestParts>,
     response: &Response,
     sent: Sent,
-    addresses: Addresses,
+    addresses: Addresses<'_>,
     started: Option<Started>,
 ) {
     if let (Some(hook), Some(started)) = (&server_loop.config.hook, started) {
@@ -264,6 +330,7 @@ fn report(
             response,
             peer: addresses.peer,
             local: addresses.local,
+            tls: addresses.tls,
             body_bytes: sent.body_bytes,
             complete: sent.complete,
             started: started.time,

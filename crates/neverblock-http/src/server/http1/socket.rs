@@ -1,6 +1,7 @@
-//! An HTTP/1 connection's socket: its timed stream, and the response bytes not yet written, which
-//! wait in a buffer until the server next has to wait for the client (so a head and a short body,
-//! or a response and the `100 Continue` of the next request, go out in one write).
+//! An HTTP/1 connection's socket: its timed stream, in cleartext or through its TLS session, and
+//! the response bytes not yet written, which wait in a buffer until the server next has to wait
+//! for the client (so a head and a short body, or a response and the `100 Continue` of the next
+//! request, go out in one write).
 
 use std::cell::{RefCell, RefMut};
 use std::fs::File;
@@ -8,20 +9,26 @@ use std::io::{self, Read, Write};
 use std::rc::Rc;
 
 use crate::server::timed::{TimedStream, WaitLimit};
+use crate::server::tls::TlsSession;
 use neverblock::net::TcpStream;
+
+/// How much of a file is read and encrypted at a time over TLS (`sendfile(2)` cannot carry it).
+const FILE_PIECE: usize = 64 * 1024;
 
 /// A cheap handle (clones share everything), so the connection's read buffer and the server's
 /// writers hold it alike.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub(super) struct Socket {
     timed: TimedStream,
+    /// The TLS session the bytes go through, on an HTTPS connection.
+    tls: Option<Rc<RefCell<TlsSession>>>,
     /// Response bytes to write before the next read (see [`Socket::queue`]).
     pending: Rc<RefCell<Vec<u8>>>,
 }
 
 impl Socket {
-    pub(super) fn new(stream: Rc<TcpStream>) -> Socket {
-        Socket { timed: TimedStream::new(stream), pending: Rc::default() }
+    pub(super) fn new(timed: TimedStream, tls: Option<TlsSession>) -> Socket {
+        Socket { timed, tls: tls.map(|session| Rc::new(RefCell::new(session))), pending: Rc::default() }
     }
 
     pub(super) fn stream(&self) -> &TcpStream {
@@ -67,7 +74,7 @@ impl Socket {
     /// The write's error (`TimedOut` past the write limit).
     pub(super) fn flush(&self) -> io::Result<()> {
         let mut pending = self.pending.take();
-        let result = self.timed.write_all(&pending);
+        let result = self.write_all_through(&pending);
         pending.clear();
         // Keep the allocation for the next response, unless it grew large.
         if pending.capacity() <= 64 * 1024 {
@@ -76,15 +83,31 @@ impl Socket {
         result
     }
 
-    /// Sends up to `len` bytes of `file` from `offset` with `sendfile(2)`, under the write limit;
-    /// queued bytes go first.
+    /// Sends up to `len` bytes of `file` from `offset`, under the write limit, queued bytes first:
+    /// with `sendfile(2)` in cleartext; over TLS, a piece read (on the blocking pool when not in
+    /// the page cache) and encrypted.
     ///
     /// # Errors
     ///
-    /// As [`TcpStream::send_file`].
+    /// As [`TcpStream::send_file`], or the file's read error.
     pub(super) fn send_file(&self, file: &File, offset: u64, len: usize) -> io::Result<usize> {
         self.flush()?;
-        self.timed.send_file(file, offset, len)
+        if self.tls.is_none() {
+            return self.timed.send_file(file, offset, len);
+        }
+        let piece = read_piece(file, offset, len.min(FILE_PIECE))?;
+        self.write_all_through(&piece)?;
+        Ok(piece.len())
+    }
+
+    /// Ends a TLS session with `close_notify`, so the client knows the response was not cut short;
+    /// nothing in cleartext.
+    pub(super) fn close_notify(&self) {
+        if let Some(tls) = &self.tls {
+            let mut session = tls.borrow_mut();
+            session.conn.send_close_notify();
+            let _ = session.flush();
+        }
     }
 
     /// Writes the queued bytes, if any.
@@ -94,13 +117,45 @@ impl Socket {
         }
         self.flush()
     }
+
+    /// Writes all of `bytes` to the client, through TLS on an HTTPS connection.
+    fn write_all_through(&self, bytes: &[u8]) -> io::Result<()> {
+        match &self.tls {
+            None => self.timed.write_all(bytes),
+            Some(tls) => tls.borrow_mut().write_all(bytes),
+        }
+    }
+}
+
+/// Reads up to `len` bytes of `file` from `offset`: at once when they are in the page cache
+/// (`preadv2` with `RWF_NOWAIT`), else on the blocking pool, so a cold disk stalls no other fiber.
+fn read_piece(file: &File, offset: u64, len: usize) -> io::Result<Vec<u8>> {
+    let mut piece = vec![0u8; len];
+    let cached =
+        rustix::io::preadv2(file, &mut [io::IoSliceMut::new(&mut piece)], offset, rustix::io::ReadWriteFlags::NOWAIT);
+    match cached {
+        Ok(n) if n > 0 => {
+            piece.truncate(n);
+            return Ok(piece);
+        }
+        Ok(_) | Err(_) => {}
+    }
+    let file = file.try_clone()?;
+    neverblock::spawn_blocking(move || {
+        let n = std::os::unix::fs::FileExt::read_at(&file, &mut piece, offset)?;
+        piece.truncate(n);
+        Ok(piece)
+    })
 }
 
 impl Read for Socket {
     /// Writes the queued response bytes first: the client may be waiting for them before it sends more.
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.flush_queued()?;
-        self.timed.read(buf)
+        match &self.tls {
+            None => self.timed.read(buf),
+            Some(tls) => tls.borrow_mut().read(buf),
+        }
     }
 }
 
@@ -108,10 +163,19 @@ impl Write for Socket {
     /// Writes the queued bytes first, then `buf`.
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.flush_queued()?;
-        self.timed.write(buf)
+        match &self.tls {
+            None => self.timed.write(buf),
+            Some(tls) => tls.borrow_mut().write(buf),
+        }
     }
 
     fn flush(&mut self) -> io::Result<()> {
         Socket::flush(self)
+    }
+}
+
+impl std::fmt::Debug for Socket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Socket").field("tls", &self.tls.is_some()).finish_non_exhaustive()
     }
 }

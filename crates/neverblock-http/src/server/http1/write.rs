@@ -239,7 +239,11 @@ fn asks_to_close(response: &Response) -> bool {
 /// Closes the connection gently: sends what is queued, ends the sending side, and reads (and drops)
 /// what the client still sends for a short while, so the response reaches it before the close.
 pub(super) fn linger(socket: &Socket) {
-    if socket.flush().is_err() || socket.stream().shutdown(Shutdown::Write).is_err() {
+    if socket.flush().is_err() {
+        return;
+    }
+    socket.close_notify();
+    if socket.stream().shutdown(Shutdown::Write).is_err() {
         return;
     }
     socket.set_read_limit(WaitLimit::Until(Instant::now() + LINGER));

@@ -50,6 +50,8 @@ pub(super) struct Origin<'a> {
     pub(super) peer: SocketAddr,
     /// The client's `Host`, if it sent one.
     pub(super) host: Option<&'a str>,
+    /// The scheme it came over: `http`, or `https` on a TLS connection.
+    pub(super) proto: &'static str,
 }
 
 /// The fields to send upstream for a request that came with `fields`: its end-to-end fields as
@@ -78,10 +80,11 @@ pub(super) fn upstream_request(fields: &[(&str, &[u8])], from: Origin<'_>) -> (V
     if let Some(host) = from.host {
         element.push_str(&format!(";host={}", quoted_if_needed(host)));
     }
-    element.push_str(";proto=http");
+    element.push_str(";proto=");
+    element.push_str(from.proto);
     out.push(("Forwarded".to_owned(), join_with(&forwarded, &element)));
     out.push(("X-Forwarded-For".to_owned(), join_with(&forwarded_for, &ip.to_string())));
-    out.push(("X-Forwarded-Proto".to_owned(), "http".to_owned()));
+    out.push(("X-Forwarded-Proto".to_owned(), from.proto.to_owned()));
     if let Some(host) = from.host {
         out.push(("X-Forwarded-Host".to_owned(), host.to_owned()));
     }
@@ -160,7 +163,7 @@ mod tests {
             ("Accept", b"*/*"),
             ("Cookie", b"a=1"),
         ];
-        let from = Origin { peer: "192.0.2.7:5000".parse().unwrap(), host: Some("example.org") };
+        let from = Origin { peer: "192.0.2.7:5000".parse().unwrap(), host: Some("example.org"), proto: "http" };
         let (fields, dropped) = upstream_request(&sent, from);
         assert!(dropped.is_empty());
         assert_eq!(
@@ -181,15 +184,15 @@ mod tests {
             ("X-Forwarded-Proto", b"https"),
             ("X-Odd", b"caf\xe9"),
         ];
-        let from = Origin { peer: "[2001:db8::1]:443".parse().unwrap(), host: Some("[::1]:8080") };
+        let from = Origin { peer: "[2001:db8::1]:443".parse().unwrap(), host: Some("[::1]:8080"), proto: "https" };
         let (fields, dropped) = upstream_request(&sent, from);
         assert_eq!(dropped, ["X-Odd"]);
         assert_eq!(
             value(&fields, "forwarded"),
-            Some("for=198.51.100.1, for=\"[2001:db8::1]\";host=\"[::1]:8080\";proto=http")
+            Some("for=198.51.100.1, for=\"[2001:db8::1]\";host=\"[::1]:8080\";proto=https")
         );
         assert_eq!(value(&fields, "x-forwarded-for"), Some("198.51.100.1, 203.0.113.9, 2001:db8::1"));
-        assert_eq!(value(&fields, "x-forwarded-proto"), Some("http"), "this hop's scheme");
+        assert_eq!(value(&fields, "x-forwarded-proto"), Some("https"), "this hop's scheme, TLS here");
         assert_eq!(fields.iter().filter(|(n, _)| n == "X-Forwarded-Proto").count(), 1);
     }
 

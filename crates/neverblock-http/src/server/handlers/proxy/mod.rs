@@ -188,7 +188,8 @@ impl Proxy {
     /// The upstream's answer to `request`, or why there is none.
     fn forward(&self, request: &mut Request<'_>) -> Result<Answer, Failed> {
         let target = self.target(request.path(), request.query());
-        let from = Origin { peer: request.peer_addr(), host: request.header("host") };
+        let proto = if request.tls().is_some() { "https" } else { "http" };
+        let from = Origin { peer: request.peer_addr(), host: request.header("host"), proto };
         let sent: Vec<(&str, &[u8])> = request.headers().collect();
         let (fields, dropped) = fields::upstream_request(&sent, from);
         if !dropped.is_empty() {

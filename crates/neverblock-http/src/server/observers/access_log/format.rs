@@ -26,7 +26,9 @@ const COMBINED: &str = "%h %l %u %t \"%r\" %>s %b \"%{Referer}i\" \"%{User-agent
 /// `%q` (`?query`, or nothing), `%H`, `%s` and `%>s` (the status), `%b` (body bytes, `-` for
 /// none), `%B` (body bytes, 0 for none), `%D` (microseconds), `%T` (seconds; `%{ms}T`, `%{us}T`),
 /// `%v` (the server's name), `%V` (the host asked for), `%p` (the server's port; `%{remote}p`),
-/// `%P` (the process id), `%{Name}i` (a request field), `%{Name}o` (a response field) and `%%`.
+/// `%P` (the process id), `%{Name}i` (a request field), `%{Name}o` (a response field),
+/// `%{SSL_PROTOCOL}x` and `%{SSL_CIPHER}x` (mod_ssl's: the TLS version and cipher suite of an HTTPS
+/// connection) and `%%`.
 /// Status conditions work as in Apache: `%400,501{User-agent}i` shows the field only for those
 /// statuses, `%!200,304{Referer}i` for all others; `<` and `>` are accepted (there are no internal
 /// redirects, so both give the status sent). An absent value is `-`. Values from the request and

@@ -43,6 +43,7 @@ pub(super) fn lookup(letter: char) -> Option<Directive> {
         'P' => process_id,
         'i' => header_in,
         'o' => header_out,
+        'x' => tls_variable,
         _ => return None,
     })
 }
@@ -59,12 +60,25 @@ pub(super) fn check_arg(letter: char, arg: &str) -> Result<(), String> {
         'p' => matches!(arg.to_ascii_lowercase().as_str(), "" | "canonical" | "local" | "remote"),
         'P' => matches!(arg.to_ascii_lowercase().as_str(), "" | "pid"),
         'i' | 'o' => !arg.is_empty(),
+        'x' => TLS_VARIABLES.contains(&arg),
         _ => true,
     };
     match fine {
         true => Ok(()),
         false => Err(format!("%{{{arg}}}{letter} is not a format this log knows")),
     }
+}
+
+/// The mod_ssl variables `%{...}x` shows.
+const TLS_VARIABLES: [&str; 2] = ["SSL_PROTOCOL", "SSL_CIPHER"];
+
+/// `%{SSL_PROTOCOL}x`, `%{SSL_CIPHER}x` (mod_ssl's): the connection's TLS version (`TLSv1.3`)
+/// and cipher suite (OpenSSL's name); absent in cleartext.
+fn tls_variable(line: &Line<'_>, arg: &str, out: &mut Vec<u8>) -> bool {
+    let Some(tls) = line.exchange.tls() else { return false };
+    let value = if arg == "SSL_PROTOCOL" { tls.protocol() } else { tls.cipher() };
+    out.extend_from_slice(value.as_bytes());
+    true
 }
 
 /// `%h`, `%a`: the client's address (no host name lookups).

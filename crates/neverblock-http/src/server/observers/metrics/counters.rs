@@ -14,6 +14,13 @@ pub(super) const CLASSES: usize = 9;
 pub(super) const BOUNDS: [f64; 14] = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
 /// How an upstream failed.
 pub(super) const UPSTREAM_ERRORS: [&str; 4] = ["refused", "reset", "timeout", "other"];
+/// How a TLS handshake ended.
+pub(super) const HANDSHAKE_OUTCOMES: [&str; 5] = ["completed", "plain_http", "timed_out", "closed", "failed"];
+/// The TLS version a handshake agreed on (`none` when it did not complete).
+pub(super) const TLS_VERSIONS: [&str; 3] = ["TLSv1.3", "TLSv1.2", "none"];
+
+/// Handshake counts by outcome, version and whether they resumed a session.
+pub(super) type Handshakes<T> = [[[T; 2]; TLS_VERSIONS.len()]; HANDSHAKE_OUTCOMES.len()];
 
 /// One loop's counters, alone on its cache lines.
 #[repr(align(128))]
@@ -26,6 +33,7 @@ pub(super) struct Shard {
     duration_micros: AtomicU64,
     proxied: AtomicU64,
     upstream_errors: [AtomicU64; UPSTREAM_ERRORS.len()],
+    handshakes: Handshakes<AtomicU64>,
 }
 
 /// Every shard, and the gauges (rarely written: twice a download or a proxied request).
@@ -45,6 +53,7 @@ pub(super) struct Totals {
     pub(super) duration_micros: u64,
     pub(super) proxied: u64,
     pub(super) upstream_errors: [u64; UPSTREAM_ERRORS.len()],
+    pub(super) handshakes: Handshakes<u64>,
 }
 
 impl Counters {
@@ -86,6 +95,12 @@ impl Counters {
         self.shard().upstream_errors[kind].fetch_add(1, Relaxed);
     }
 
+    /// Counts a TLS handshake that ended as `HANDSHAKE_OUTCOMES[outcome]`, agreeing on
+    /// `TLS_VERSIONS[version]`, resumed or not.
+    pub(super) fn handshake(&self, outcome: usize, version: usize, resumed: bool) {
+        self.shard().handshakes[outcome][version][usize::from(resumed)].fetch_add(1, Relaxed);
+    }
+
     pub(super) fn totals(&self) -> Totals {
         let mut t = Totals::default();
         let add = |total: &mut u64, counter: &AtomicU64| *total += counter.load(Relaxed);
@@ -95,6 +110,9 @@ impl Counters {
             }
             t.buckets.iter_mut().zip(&shard.buckets).for_each(|(t, c)| add(t, c));
             t.upstream_errors.iter_mut().zip(&shard.upstream_errors).for_each(|(t, c)| add(t, c));
+            for (total, counted) in t.handshakes.iter_mut().flatten().zip(shard.handshakes.iter().flatten()) {
+                total.iter_mut().zip(counted).for_each(|(t, c)| add(t, c));
+            }
             add(&mut t.body_bytes, &shard.body_bytes);
             add(&mut t.duration_micros, &shard.duration_micros);
             add(&mut t.proxied, &shard.proxied);

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::counters::{Totals, BOUNDS, CLASSES, METHODS, UPSTREAM_ERRORS};
+use super::counters::{Totals, BOUNDS, CLASSES, HANDSHAKE_OUTCOMES, METHODS, TLS_VERSIONS, UPSTREAM_ERRORS};
 use crate::server::ServerStats;
 
 /// The page's media type.
@@ -76,6 +76,16 @@ impl Page<'_> {
         family(&mut out, "neverblock_proxy_upstream_errors_total", "counter", help);
         for (kind, n) in UPSTREAM_ERRORS.iter().zip(t.upstream_errors) {
             sample(&mut out, "neverblock_proxy_upstream_errors_total", &format!("{{kind=\"{kind}\"}}"), n);
+        }
+        let help = "TLS handshakes, by how they ended, the version agreed on and whether they resumed a session.";
+        family(&mut out, "neverblock_tls_handshakes_total", "counter", help);
+        for (outcome, by_version) in HANDSHAKE_OUTCOMES.iter().zip(&t.handshakes) {
+            for (version, by_resumed) in TLS_VERSIONS.iter().zip(by_version) {
+                for (resumed, &n) in ["false", "true"].iter().zip(by_resumed).filter(|(_, &n)| n > 0) {
+                    let labels = format!("{{outcome=\"{outcome}\",version=\"{version}\",resumed=\"{resumed}\"}}");
+                    sample(&mut out, "neverblock_tls_handshakes_total", &labels, n);
+                }
+            }
         }
         if !self.loops.is_empty() {
             let help = "Live fibers (tasks) of each event loop, the page's own probe not counted.";

@@ -15,12 +15,12 @@ use std::fmt;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, OnceLock};
 
-use counters::Counters;
 #[cfg(feature = "client")]
 use counters::UPSTREAM_ERRORS;
+use counters::{Counters, TLS_VERSIONS};
 use exposition::{parse_dump, LoopState, Page, CONTENT_TYPE};
 
-use crate::server::{Body, Exchange, Handler, Request, Response, ServerHandle};
+use crate::server::{Body, Exchange, Handler, Handshake, HandshakeOutcome, Request, Response, ServerHandle};
 #[cfg(feature = "client")]
 use crate::server::{ProxyEvent, UpstreamFailure};
 
@@ -39,7 +39,9 @@ neverblock::fiber_local!(static SENDING_FILE: Cell<bool> = Cell::new(false));
 /// `neverblock_http_request_duration_seconds`, `neverblock_downloads_in_flight`,
 /// `neverblock_proxy_requests_in_flight`, `neverblock_proxy_requests_total`,
 /// `neverblock_proxy_upstream_errors_total{kind}` (fed by a reverse proxy that
-/// [`proxy_observer`](Metrics::proxy_observer) observes), and per event loop `neverblock_fibers{loop}` and
+/// [`proxy_observer`](Metrics::proxy_observer) observes),
+/// `neverblock_tls_handshakes_total{outcome,version,resumed}` (fed by the
+/// [`handshake_hook`](Metrics::handshake_hook)), and per event loop `neverblock_fibers{loop}` and
 /// `neverblock_run_queue_length{loop}`.
 ///
 /// # Examples
@@ -141,6 +143,50 @@ impl Metrics {
         if neverblock::current_task_id().is_some() && SENDING_FILE.with(|sending| sending.replace(false)) {
             counters.downloads.fetch_sub(1, Relaxed);
         }
+    }
+
+    /// Counts `handshake`: how it ended, the TLS version it agreed on, whether it resumed a session.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Handshake, Metrics, Server};
+    ///
+    /// let metrics = Metrics::new();
+    /// let counted = metrics.clone();
+    /// let server = Server::builder().on_handshake(move |h: &Handshake<'_>| counted.record_handshake(h)).bind("127.0.0.1:0").unwrap();
+    /// # drop(server);
+    /// ```
+    pub fn record_handshake(&self, handshake: &Handshake<'_>) {
+        let outcome = match handshake.outcome() {
+            HandshakeOutcome::Completed => 0,
+            HandshakeOutcome::PlainHttp => 1,
+            HandshakeOutcome::TimedOut => 2,
+            HandshakeOutcome::Closed => 3,
+            _ => 4,
+        };
+        let tls = handshake.tls();
+        let version = tls
+            .and_then(|tls| TLS_VERSIONS.iter().position(|v| *v == tls.protocol()))
+            .unwrap_or(TLS_VERSIONS.len() - 1);
+        self.inner.counters.handshake(outcome, version, tls.is_some_and(|tls| tls.resumed()));
+    }
+
+    /// A handshake hook that counts every TLS handshake, for
+    /// [`ServerBuilder::on_handshake`](crate::server::ServerBuilder::on_handshake).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Metrics, Server};
+    ///
+    /// let metrics = Metrics::new();
+    /// let server = Server::builder().on_response(metrics.hook()).on_handshake(metrics.handshake_hook()).bind("127.0.0.1:0").unwrap();
+    /// # drop(server);
+    /// ```
+    pub fn handshake_hook(&self) -> impl Fn(&Handshake<'_>) + Send + Sync + 'static {
+        let metrics = self.clone();
+        move |handshake: &Handshake<'_>| metrics.record_handshake(handshake)
     }
 
     /// A response hook that counts every exchange, for
