@@ -4,13 +4,14 @@
 
 use std::collections::VecDeque;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Condvar, Mutex, OnceLock};
 use std::thread;
 use std::time::Duration;
 
-use super::scheduler::{Wait, Woken};
-use super::waiter::{self, Waiter};
-use crate::sync::poison::IgnorePoison;
+use super::reply::{reply, NoReply, ReplyReceiver};
+use super::scheduler::Wait;
+use super::waiter;
+use crate::poison::IgnorePoison;
 use crate::Elapsed;
 
 /// Threads the pool may run at once; more work waits in line.
@@ -56,16 +57,9 @@ pub fn spawn_blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static)
     if super::scheduler::in_task().is_none() {
         return f();
     }
-    let slot = submit_returning(f);
-    loop {
-        let mut state = slot.lock().ignore_poison();
-        match state.result.take() {
-            Some(result) => return value_of(result),
-            // The job runs on a thread and cannot be abandoned: a `timeout` waits it out.
-            // The lock is released once the waiter is in place, before the fiber parks.
-            None => waiter::wait_through_timeouts(Wait::Blocking, move |w| state.waiter = Some(w)),
-        }
-    }
+    // The job runs on a thread and cannot be abandoned: a `timeout` waits it out.
+    let result = submit_returning(f).wait_through_timeouts(Wait::Blocking);
+    value_of(result.expect("a pool job runs, so it replies"))
 }
 
 /// Like [`spawn_blocking`], for work whose result may be given up: an enclosing `timeout` scope
@@ -79,35 +73,20 @@ pub(crate) fn spawn_blocking_abandonable<T: Send + 'static>(
     if super::scheduler::in_task().is_none() && waiter::thread_deadline().is_none() {
         return Ok(f());
     }
-    let slot = submit_returning(f);
-    loop {
-        let mut state = slot.lock().ignore_poison();
-        match state.result.take() {
-            Some(result) => return Ok(value_of(result)),
-            None => {
-                if waiter::wait(Wait::Blocking, move |w| state.waiter = Some(w)) == Woken::TimedOut {
-                    return Err(Elapsed);
-                }
-            }
-        }
+    match submit_returning(f).wait(Wait::Blocking) {
+        Ok(result) => Ok(value_of(result)),
+        Err(NoReply::TimedOut) => Err(Elapsed),
+        Err(NoReply::SenderGone) => unreachable!("a pool job runs, so it replies"),
     }
 }
 
-/// Queues `f` on the pool; its result (or panic) arrives in the returned slot, whose waiter, if
-/// any, is woken then.
-fn submit_returning<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Arc<Mutex<Slot<T>>> {
-    let slot: Arc<Mutex<Slot<T>>> = Arc::new(Mutex::new(Slot { result: None, waiter: None }));
-    let done = slot.clone();
-    submit(Box::new(move || {
-        let result = panic::catch_unwind(AssertUnwindSafe(f));
-        let mut slot = done.lock().ignore_poison();
-        slot.result = Some(result);
-        if let Some(waiter) = slot.waiter.take() {
-            drop(slot);
-            waiter.wake();
-        }
-    }));
-    slot
+/// Queues `f` on the pool; its result (or panic) comes back as the returned reply.
+fn submit_returning<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> ReplyReceiver<std::thread::Result<T>> {
+    let (tx, rx) = reply();
+    submit(Box::new(move || tx.send(panic::catch_unwind(AssertUnwindSafe(f)))));
+    rx
 }
 
 /// A job's value, or its panic resumed here.
@@ -124,12 +103,6 @@ pub(crate) fn jobs_in_flight() -> usize {
 /// Pool threads waiting for a job: they can wake no fiber until one comes.
 pub(crate) fn idle_threads() -> usize {
     pool().state.lock().ignore_poison().idle
-}
-
-/// Where a job leaves its result, and who to wake.
-struct Slot<T> {
-    result: Option<std::thread::Result<T>>,
-    waiter: Option<Waiter>,
 }
 
 fn submit(job: BlockingCall) {

@@ -1,5 +1,8 @@
 //! `FiberPool`: NeverBlock's pool — at most n jobs run at once, each on one of n
 //! reused worker fibers; the rest wait in line, first come first served.
+//!
+//! It is built on the public API of `runtime` and `sync` (its idle workers wait
+//! on a `Notify`), so it sits above both.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
