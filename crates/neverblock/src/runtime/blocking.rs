@@ -29,6 +29,7 @@ struct Pool {
 struct State {
     jobs: VecDeque<BlockingCall>,
     threads: usize,
+    /// Threads waiting for a job; one woken for a job counts until it wakes and takes one.
     idle: usize,
 }
 
@@ -107,9 +108,15 @@ pub(crate) fn idle_threads() -> usize {
 
 fn submit(job: BlockingCall) {
     let pool = pool();
-    let mut state = pool.state.lock().ignore_poison();
+    queue(pool, &mut pool.state.lock().ignore_poison(), job);
+}
+
+/// Queues `job` under the pool's lock (`state`), waking an idle thread for it or starting one.
+fn queue(pool: &Pool, state: &mut State, job: BlockingCall) {
     state.jobs.push_back(job);
-    if state.idle > 0 {
+    // A thread woken for an earlier job counts as idle until it runs, so a job has an idle
+    // thread of its own only while the queue is no longer than the idle threads.
+    if state.jobs.len() <= state.idle {
         pool.work.notify_one();
         return;
     }
@@ -146,10 +153,38 @@ fn work() {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::{mpsc, Arc, Mutex};
     use std::time::Duration;
 
-    use super::spawn_blocking_abandonable;
+    use super::{idle_threads, pool, queue, spawn_blocking_abandonable, submit};
+    use crate::poison::IgnorePoison;
     use crate::Elapsed;
+
+    #[test]
+    fn jobs_queued_before_the_idle_threads_wake_get_a_thread_each() {
+        let (done, finished) = mpsc::channel();
+        submit(Box::new(move || done.send(()).unwrap()));
+        finished.recv().unwrap();
+        while idle_threads() == 0 {
+            std::thread::yield_now(); // the thread that ran it goes idle
+        }
+        let gate = Arc::new(Mutex::new(()));
+        let closed = gate.lock().unwrap();
+        let (started, last) = mpsc::channel();
+        {
+            // Under one hold of the lock no woken thread has taken a job yet: one job per idle
+            // thread, each held at the gate, and one more that must not wait behind them.
+            let pool = pool();
+            let mut state = pool.state.lock().ignore_poison();
+            for _ in 0..state.idle {
+                let gate = gate.clone();
+                queue(pool, &mut state, Box::new(move || drop(gate.lock())));
+            }
+            queue(pool, &mut state, Box::new(move || started.send(()).unwrap()));
+        }
+        assert!(last.recv_timeout(Duration::from_secs(10)).is_ok(), "the last job waited behind the held ones");
+        drop(closed);
+    }
 
     #[test]
     fn a_job_that_may_be_given_up_is_given_up_at_the_deadline_in_a_fiber_and_outside_a_runtime() {
