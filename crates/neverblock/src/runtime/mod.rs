@@ -48,6 +48,7 @@ mod reply;
 #[allow(unsafe_code)]
 mod running;
 pub(crate) mod scheduler;
+mod stats;
 mod task;
 mod task_builder;
 mod threads;
@@ -62,6 +63,8 @@ pub(crate) use blocking::spawn_blocking_abandonable;
 pub use blocking::{spawn_blocking, MAX_BLOCKING_THREADS};
 // Also here, where it first lived; it sits above `sync`, whose `Notify` its workers wait on.
 pub use crate::fiber_pool::FiberPool;
+pub use scheduler::{LoopStats, Parked};
+pub use stats::stats;
 pub use task::{JoinError, JoinHandle};
 pub use task_builder::TaskBuilder;
 pub use threads::{

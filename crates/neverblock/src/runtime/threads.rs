@@ -162,6 +162,15 @@ pub fn thread_count() -> usize {
     LOOPS.with(|l| l.borrow().as_ref().map_or(1, |loops| loops.len()))
 }
 
+/// The sending ends of the loops of this thread's runtime, in loop order; none
+/// when it has one loop (or there is none).
+pub(super) fn loop_remotes() -> Vec<RemoteHandle> {
+    LOOPS.with(|l| {
+        let loops = l.borrow();
+        loops.iter().flat_map(|loops| loops.iter()).map(|event_loop| event_loop.remote.clone()).collect()
+    })
+}
+
 /// Which loop this thread runs (0 is the thread that called `run`).
 pub fn thread_index() -> usize {
     INDEX.with(|i| i.get())

@@ -5,12 +5,14 @@
 //!
 //! This file is the switching (wakes, dispatch, the worker fibers); `park.rs`
 //! is parking and its words (what a task waits on, why a park ends), `tasks.rs`
-//! the task table and `root_loop.rs` the loop the root runs.
+//! the task table and `root_loop.rs` the loop the root runs; `dump.rs` and
+//! `stats.rs` tell what a loop's tasks are doing, in words and in numbers.
 
 mod dump;
 pub(crate) mod lock_waits;
 mod park;
 mod root_loop;
+mod stats;
 mod tasks;
 
 use std::cell::{Cell, RefCell};
@@ -24,6 +26,7 @@ use super::running;
 use crate::fiber::{self, Fiber, Inherited, PanicPayload, StackError};
 use crate::reactor::{Reactor, Turn};
 pub(crate) use park::{Primitive, Wait, Woken};
+pub use stats::{LoopStats, Parked};
 use tasks::{continue_here, key, live, Task, Tasks};
 
 /// Task switches between two polls for timers and I/O while tasks are runnable (tokio's figure).
