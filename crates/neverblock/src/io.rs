@@ -4,7 +4,7 @@
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
 
-use crate::reactor::Direction;
+use crate::runtime::registration::Direction;
 use crate::runtime::registration::Registration;
 
 /// Parks the calling fiber until `fd` is readable (or its peer hung up).

@@ -34,15 +34,18 @@
 #![deny(unsafe_code)]
 
 pub mod fiber;
+mod fiber_pool;
 pub mod io;
 pub mod net;
+mod poison;
 mod reactor;
 pub mod runtime;
 pub mod sync;
 #[allow(unsafe_code)]
 mod sys;
 
+pub use fiber_pool::FiberPool;
 pub use runtime::{
     current_task_id, current_task_name, run, sleep, sleep_until, spawn, spawn_blocking, spawn_named, timeout,
-    try_spawn, yield_now, Elapsed, FiberPool, JoinError, JoinHandle, SpawnError,
+    try_spawn, yield_now, Elapsed, JoinError, JoinHandle, SpawnError,
 };

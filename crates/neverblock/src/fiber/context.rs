@@ -382,7 +382,7 @@ mod sanitizer {
         unsafe { __sanitizer_finish_switch_fiber(fake, &mut bottom, &mut size) };
         let left = LEAVING.with(|l| l.replace(std::ptr::null()));
         // SAFETY: `left` is the context that switched here; it stays alive while
-        // suspended (its fiber's core or frame owns it), and this runs right after the switch.
+        // suspended (its fiber's `FiberInner` or frame owns it), and this runs right after the switch.
         if let Some(left) = unsafe { left.as_ref() } {
             if left.bounds.get().1 == 0 {
                 left.bounds.set((bottom as usize, size));

@@ -4,7 +4,7 @@ use std::any::Any;
 use std::fmt;
 use std::sync::Mutex;
 
-use crate::sync::poison::IgnorePoison;
+use crate::poison::IgnorePoison;
 
 /// Why a [`resume`](super::Fiber::resume), [`transfer`](super::Fiber::transfer) or
 /// [`yield_now`](super::yield_now) did not switch, or what ended the fiber it switched to.

@@ -27,10 +27,10 @@ use std::any::Any;
 use std::rc::Rc;
 
 use super::error::{FiberError, PanicPayload};
-use super::parcel::{post_error, receive};
 use super::rules;
 use super::state::{rc_from_borrowed, with_state};
-use super::switch::{hand_over, kill_unwind, link_resume, refuse_while_unwinding, Core, Status};
+use super::switch::{hand_over, kill_unwind, link_resume, refuse_while_unwinding, FiberInner, Status};
+use super::switch_value::{post_error, receive};
 use super::Fiber;
 
 impl<T: 'static> Fiber<T> {
@@ -67,7 +67,7 @@ impl<T: 'static> Fiber<T> {
     /// assert!(matches!(worker.raise("again"), Err(FiberError::Terminated)));
     /// ```
     pub fn raise<E: Any + Send>(&self, error: E) -> Result<T, FiberError> {
-        raise(&self.core, Box::new(error))
+        raise(&self.inner, Box::new(error))
     }
 
     /// Ruby's `fiber.kill`: ends this fiber, and no other, from where it is
@@ -127,12 +127,12 @@ impl<T: 'static> Fiber<T> {
     /// assert!(!f.kill().unwrap(), "killed already");
     /// ```
     pub fn kill(&self) -> Result<bool, FiberError> {
-        kill(&self.core)
+        kill(&self.inner)
     }
 }
 
 /// `fiber.raise(error)` (see [`Fiber::raise`]).
-fn raise<T: 'static>(target: &Rc<Core>, error: Box<dyn Any + Send>) -> Result<T, FiberError> {
+fn raise<T: 'static>(target: &Rc<FiberInner>, error: Box<dyn Any + Send>) -> Result<T, FiberError> {
     with_state(|st| {
         refuse_while_unwinding(st)?;
         let target = end_of_resumes(target);
@@ -157,7 +157,7 @@ fn raise<T: 'static>(target: &Rc<Core>, error: Box<dyn Any + Send>) -> Result<T,
 }
 
 /// `fiber.kill` (see [`Fiber::kill`]).
-fn kill(target: &Rc<Core>) -> Result<bool, FiberError> {
+fn kill(target: &Rc<FiberInner>) -> Result<bool, FiberError> {
     with_state(|st| {
         if target.killed.get() {
             return Ok(false);
@@ -195,13 +195,13 @@ const UNHANDLED: &str = "unhandled exception";
 /// resumed it, and resumed those, up to one that was not resumed), without
 /// switching: when each is next switched to, it unwinds. A task's cancellation.
 pub(crate) fn mark_killed_upward(fiber: &Fiber<()>) {
-    let mut core = fiber.core.clone();
+    let mut fiber = fiber.inner.clone();
     loop {
-        core.killed.set(true);
-        let prev = core.prev.take();
-        core.prev.set(prev.clone());
+        fiber.killed.set(true);
+        let prev = fiber.prev.take();
+        fiber.prev.set(prev.clone());
         match prev {
-            Some(p) => core = p,
+            Some(p) => fiber = p,
             None => return,
         }
     }
@@ -221,15 +221,15 @@ pub(crate) fn clear_killed() {
 }
 
 /// The fiber `target` resumed, if it is suspended resuming one.
-fn next_resumed(target: &Core) -> Option<Rc<Core>> {
+fn next_resumed(target: &FiberInner) -> Option<Rc<FiberInner>> {
     let next = target.resuming.get();
     // SAFETY: a non-null `resuming` is alive by its invariant (the resumer's frame holds
-    // a handle to it until the link is cleared), and every `Core` is allocated by an `Rc`.
+    // a handle to it until the link is cleared), and every `FiberInner` is allocated by an `Rc`.
     (!next.is_null()).then(|| unsafe { rc_from_borrowed(next) })
 }
 
 /// The last fiber of the chain `target` is resuming: `target` itself if it resumes none.
-fn end_of_resumes(target: &Rc<Core>) -> Rc<Core> {
+fn end_of_resumes(target: &Rc<FiberInner>) -> Rc<FiberInner> {
     let mut fiber = target.clone();
     while let Some(next) = next_resumed(&fiber) {
         fiber = next;

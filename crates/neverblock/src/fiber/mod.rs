@@ -97,8 +97,6 @@ mod error;
 #[allow(unsafe_code)]
 mod interrupt;
 mod local;
-#[allow(unsafe_code)]
-mod parcel;
 mod rules;
 #[allow(unsafe_code)]
 mod stack;
@@ -106,6 +104,8 @@ mod stack;
 mod state;
 #[allow(unsafe_code)]
 mod switch;
+#[allow(unsafe_code)]
+mod switch_value;
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -119,7 +119,7 @@ pub use stack::{set_stack_limit, stack_stats, StackError, StackStats, DEFAULT_ST
 pub(crate) use switch::{is_drop_unwind, is_kill_unwind, unwinding_a_dropped_fiber};
 
 use crate::sys::overflow::StackUse;
-use switch::Core;
+use switch::FiberInner;
 
 /// A handle to a fiber that receives and gives values of type `T`.
 ///
@@ -133,7 +133,7 @@ use switch::Core;
 /// std::thread::spawn(move || f.resume(1));
 /// ```
 pub struct Fiber<T> {
-    core: Rc<Core>,
+    inner: Rc<FiberInner>,
     /// `Rc` already makes `Fiber` `!Send` and `!Sync`; this ties `T` to the handle.
     value: PhantomData<fn(T) -> T>,
 }
@@ -232,7 +232,7 @@ impl Builder {
     ) -> Result<Fiber<T>, StackError> {
         let used = if self.for_tasks { StackUse::Task } else { StackUse::Fiber };
         let stack = stack::allocate(self.stack_size, stack::guard_kind(self.force_mprotect), used)?;
-        Ok(Fiber { core: Core::spawn(stack, inherited, body), value: PhantomData })
+        Ok(Fiber { inner: FiberInner::spawn(stack, inherited, body), value: PhantomData })
     }
 }
 
@@ -270,7 +270,7 @@ impl<T: 'static> Fiber<T> {
     /// assert_eq!(f.transfer(1).unwrap(), 2);
     /// ```
     pub fn current() -> Fiber<T> {
-        Fiber { core: switch::current(), value: PhantomData }
+        Fiber { inner: switch::current(), value: PhantomData }
     }
 
     /// Runs this fiber until it yields or finishes, and returns what it yielded or returned.
@@ -298,7 +298,7 @@ impl<T: 'static> Fiber<T> {
     /// ```
     #[inline(always)]
     pub fn resume(&self, value: T) -> Result<T, FiberError> {
-        switch::resume(&self.core, value)
+        switch::resume(&self.inner, value)
     }
 
     /// Passes control and `value` to this fiber, and returns the value that comes
@@ -323,12 +323,12 @@ impl<T: 'static> Fiber<T> {
     /// ```
     #[inline(always)]
     pub fn transfer(&self, value: T) -> Result<T, FiberError> {
-        switch::transfer(&self.core, value)
+        switch::transfer(&self.inner, value)
     }
 
     /// Whether this is the running fiber.
     pub(crate) fn is_current(&self) -> bool {
-        switch::is_current(&self.core)
+        switch::is_current(&self.inner)
     }
 
     /// Where this fiber is in its life.
@@ -343,7 +343,7 @@ impl<T: 'static> Fiber<T> {
     /// assert_eq!(f.state(), FiberState::Yielded);
     /// ```
     pub fn state(&self) -> FiberState {
-        let view = self.core.view();
+        let view = self.inner.view();
         if view.terminated {
             FiberState::Terminated
         } else if view.current {
@@ -386,7 +386,7 @@ impl<T: 'static> Fiber<T> {
     /// assert_ne!(Fiber::new(|x: ()| x).unwrap().id(), 0);
     /// ```
     pub fn id(&self) -> u64 {
-        self.core.id()
+        self.inner.id()
     }
 }
 
@@ -424,18 +424,18 @@ impl Fiber<()> {
     /// of its own: Ruby's rules are not checked and no value passes.
     #[inline(always)]
     pub(crate) fn switch_to(self) -> Result<(), FiberError> {
-        switch::switch_to(self.core)
+        switch::switch_to(self.inner)
     }
 }
 
 impl<T> Clone for Fiber<T> {
     fn clone(&self) -> Self {
-        Fiber { core: self.core.clone(), value: PhantomData }
+        Fiber { inner: self.inner.clone(), value: PhantomData }
     }
 }
 
 impl<T> fmt::Debug for Fiber<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Fiber").field("id", &self.core.id()).finish_non_exhaustive()
+        f.debug_struct("Fiber").field("id", &self.inner.id()).finish_non_exhaustive()
     }
 }

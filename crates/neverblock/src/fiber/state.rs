@@ -1,4 +1,4 @@
-//! The fiber state of one thread: which fiber runs, the root fiber, the parcel
+//! The fiber state of one thread: which fiber runs, the root fiber, the value
 //! in flight, and the bookkeeping of fibers that finished or are being dropped.
 //!
 //! `const`-initialised thread-locals without destructors, so each access is one
@@ -8,8 +8,8 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 use super::context::Context;
-use super::parcel::{Kind, NOTHING, UNIT};
-use super::switch::{Core, Status};
+use super::switch::{FiberInner, Status};
+use super::switch_value::{ValueType, NOTHING, UNIT};
 
 /// The fiber state of one thread. `const`-initialised and without a destructor,
 /// so its memory lives as long as the thread; each operation fetches it once.
@@ -18,28 +18,28 @@ pub(super) struct State {
     /// handed to the next fiber's owner at each switch.
     ///
     /// # Invariant
-    /// Null until the root is made, then always a live `Core`.
-    pub(super) current: Cell<*const Core>,
+    /// Null until the root is made, then always a live `FiberInner`.
+    pub(super) current: Cell<*const FiberInner>,
     /// The root fiber, from `Rc::into_raw`; freed by `RootOwner` when the thread exits.
-    pub(super) root: Cell<*const Core>,
+    pub(super) root: Cell<*const FiberInner>,
     /// What the next fiber to wake finds waiting for it: an `Option<T>` in the
-    /// sender's frame, of the type `parcel_kind` names; [`NOTHING`]; or, when null,
+    /// sender's frame, of the type `value_type` names; [`NOTHING`]; or, when null,
     /// the error stored in `ERROR`.
-    pub(super) parcel_slot: Cell<*mut ()>,
-    pub(super) parcel_kind: Cell<&'static Kind>,
+    pub(super) value_slot: Cell<*mut ()>,
+    pub(super) value_type: Cell<&'static ValueType>,
     /// The strong count of the fiber that switched away last, from `Rc::into_raw`
-    /// (or null): the fiber it switched to lets it go once it has taken its parcel,
+    /// (or null): the fiber it switched to lets it go once it has taken its value,
     /// on its own stack, since dropping a suspended fiber's last handle unwinds it.
-    pub(super) handed_off: Cell<*const Core>,
+    pub(super) handed_off: Cell<*const FiberInner>,
     /// A fiber that finished and posted its result, waiting for the receiver to reap
     /// it; from `Rc::into_raw`, or null.
-    pub(super) dead: Cell<*const Core>,
+    pub(super) dead: Cell<*const FiberInner>,
     /// How many dropped fibers are unwinding right now (they may not switch).
     pub(super) unwinding: Cell<usize>,
-    /// Set by `Drop for Core` just before it switches into the fiber it drops.
+    /// Set by `Drop for FiberInner` just before it switches into the fiber it drops.
     pub(super) cancelling: Cell<bool>,
     /// Where a dropped fiber returns once it has unwound: a context on the stack of
-    /// the `Drop for Core` that cancelled it, or null.
+    /// the `Drop for FiberInner` that cancelled it, or null.
     pub(super) cancel_return: Cell<*const Context>,
     pub(super) next_id: Cell<u64>,
 }
@@ -49,8 +49,8 @@ thread_local! {
         State {
             current: Cell::new(std::ptr::null()),
             root: Cell::new(std::ptr::null()),
-            parcel_slot: Cell::new(NOTHING),
-            parcel_kind: Cell::new(UNIT),
+            value_slot: Cell::new(NOTHING),
+            value_type: Cell::new(UNIT),
             handed_off: Cell::new(std::ptr::null()),
             dead: Cell::new(std::ptr::null()),
             unwinding: Cell::new(0),
@@ -105,7 +105,7 @@ impl Drop for RootOwner {
 impl State {
     /// The root fiber of this thread, made on first use.
     #[inline(always)]
-    pub(super) fn root_ptr(&self) -> *const Core {
+    pub(super) fn root_ptr(&self) -> *const FiberInner {
         let root = self.root.get();
         if root.is_null() {
             self.make_root()
@@ -115,8 +115,8 @@ impl State {
     }
 
     #[cold]
-    fn make_root(&self) -> *const Core {
-        let root = Rc::new(Core::new(0, Context::running(), None, Status::Started));
+    fn make_root(&self) -> *const FiberInner {
+        let root = Rc::new(FiberInner::new(0, Context::running(), None, Status::Started));
         self.current.set(Rc::into_raw(root.clone()));
         let root = Rc::into_raw(root);
         self.root.set(root);
@@ -128,7 +128,7 @@ impl State {
     /// operation starts from a `Fiber` (whose creation makes the root) or from
     /// [`current`] (which makes it); `yield_now` checks first.
     #[inline(always)]
-    pub(super) fn current_ptr(&self) -> *const Core {
+    pub(super) fn current_ptr(&self) -> *const FiberInner {
         let current = self.current.get();
         debug_assert!(!current.is_null(), "the root fiber is made before any switch");
         current
@@ -136,16 +136,16 @@ impl State {
 
     /// Runs `f` on the running fiber.
     #[inline(always)]
-    pub(super) fn with_current<R>(&self, f: impl FnOnce(&Core) -> R) -> R {
-        // SAFETY: by the invariant of `current`, the pointer is to a live `Core`, and it
+    pub(super) fn with_current<R>(&self, f: impl FnOnce(&FiberInner) -> R) -> R {
+        // SAFETY: by the invariant of `current`, the pointer is to a live `FiberInner`, and it
         // stays live during `f`: `State` owns a strong count of it while it runs.
         f(unsafe { &*self.current_ptr() })
     }
 
     /// The running fiber as an owning handle.
     #[inline(always)]
-    pub(super) fn current(&self) -> Rc<Core> {
-        // SAFETY: the pointer is a live `Core` (invariant of `current`) owned by an `Rc`,
+    pub(super) fn current(&self) -> Rc<FiberInner> {
+        // SAFETY: the pointer is a live `FiberInner` (invariant of `current`) owned by an `Rc`,
         // so adding a strong count and making a new `Rc` of it is sound.
         unsafe { rc_from_borrowed(self.current_ptr()) }
     }
@@ -156,13 +156,13 @@ impl State {
     }
 }
 
-/// A new `Rc` for a `Core` that some `Rc` owns.
+/// A new `Rc` for a `FiberInner` that some `Rc` owns.
 ///
 /// # Safety
 ///
-/// `ptr` must point to a live `Core` allocated by an `Rc`.
+/// `ptr` must point to a live `FiberInner` allocated by an `Rc`.
 #[inline(always)]
-pub(super) unsafe fn rc_from_borrowed(ptr: *const Core) -> Rc<Core> {
+pub(super) unsafe fn rc_from_borrowed(ptr: *const FiberInner) -> Rc<FiberInner> {
     // SAFETY: guaranteed by the caller.
     unsafe {
         Rc::increment_strong_count(ptr);

@@ -3,10 +3,10 @@
 //! Every switch goes straight from the running fiber to its target through
 //! [`context::switch`](super::context::switch): Ruby's `resume`, `yield` and
 //! `transfer`, and the scheduler's own switch alike; the value travels as the
-//! thread's parcel (`parcel.rs`). The fiber that runs is owned by the thread's
+//! thread's posted value (`switch_value.rs`). The fiber that runs is owned by the thread's
 //! `State` (`state.rs`: one strong count, handed over with control); a suspended
 //! fiber is owned by its handles and by the links of other fibers, and when the
-//! last one goes its stack is unwound (see `Drop for Core`).
+//! last one goes its stack is unwound (see `Drop for FiberInner`).
 
 use std::cell::Cell;
 use std::panic::{self, AssertUnwindSafe};
@@ -15,10 +15,10 @@ use std::rc::Rc;
 use super::context::{self, Context};
 use super::error::{FiberError, PanicPayload};
 use super::local::Inherited;
-use super::parcel::{post_error, post_value, receive, NOTHING};
 use super::rules::View;
 use super::stack::PooledStack;
 use super::state::{rc_from_borrowed, with_state, State, STATE};
+use super::switch_value::{post_error, post_value, receive, NOTHING};
 
 /// The panic payload that unwinds a dropped fiber's stack; the fiber's own root
 /// catches it, and the fiber then switches back to the one that dropped it.
@@ -46,7 +46,7 @@ pub(super) fn kill_unwind() -> ! {
 }
 
 /// The untyped state of one fiber, shared by its handles and the links of other fibers.
-pub(crate) struct Core {
+pub(crate) struct FiberInner {
     id: u64,
     /// Where the fiber continues when switched to (and, before it starts, its body).
     /// Declared before `stack`: a body that never ran is dropped while its stack is there.
@@ -60,14 +60,14 @@ pub(crate) struct Core {
     pub(super) status: Cell<Status>,
     /// The fiber that resumed this one and waits for it to yield or finish. Strong:
     /// the resumer may have no other owner while it waits.
-    pub(super) prev: Cell<Option<Rc<Core>>>,
+    pub(super) prev: Cell<Option<Rc<FiberInner>>>,
     /// The fiber this one is suspended resuming, or null.
     ///
     /// # Invariant
     /// While set, the target is alive: this fiber is suspended inside `resume` on
     /// it, whose frame holds a handle to it, and it is cleared (by the target's
     /// yield or finish) before that call returns.
-    pub(super) resuming: Cell<*const Core>,
+    pub(super) resuming: Cell<*const FiberInner>,
     /// Suspended in `yield_now`.
     pub(super) yielding: Cell<bool>,
     /// Killed (`Fiber#kill`, a task's cancellation): at its next switch-in, and at
@@ -86,15 +86,15 @@ pub(super) enum Status {
 
 /// Whether an `Option<Rc>` cell holds a value, read without moving it.
 #[inline(always)]
-fn is_set(cell: &Cell<Option<Rc<Core>>>) -> bool {
+fn is_set(cell: &Cell<Option<Rc<FiberInner>>>) -> bool {
     // SAFETY: a `Cell` is `!Sync` and no reference into its content is ever handed
     // out, so nothing writes it during this read.
     unsafe { (*cell.as_ptr()).is_some() }
 }
 
-impl Core {
-    pub(super) fn new(id: u64, context: Context, stack: Option<PooledStack>, status: Status) -> Core {
-        Core {
+impl FiberInner {
+    pub(super) fn new(id: u64, context: Context, stack: Option<PooledStack>, status: Status) -> FiberInner {
+        FiberInner {
             id,
             context,
             stack: Cell::new(stack),
@@ -112,7 +112,7 @@ impl Core {
         stack: PooledStack,
         inherited: Option<Inherited>,
         body: impl FnOnce(T) -> T + 'static,
-    ) -> Rc<Core> {
+    ) -> Rc<FiberInner> {
         let start = move || {
             with_state(|st| {
                 let outcome = receive::<T>(st).and_then(|arg| {
@@ -122,7 +122,7 @@ impl Core {
                 finish(st, outcome)
             })
         };
-        // SAFETY: the stack is this fiber's alone (`PooledStack` is owned), and the core
+        // SAFETY: the stack is this fiber's alone (`PooledStack` is owned), and the `FiberInner`
         // keeps it until the fiber has switched away for good (invariant of `stack`) and
         // its context is dropped (declared first, so dropped first).
         let context = unsafe { Context::new(stack.limit(), stack.base(), start) };
@@ -131,9 +131,9 @@ impl Core {
             let inherited = inherited.unwrap_or_else(|| st.with_current(|me| me.locals.inherited()));
             (st.next_id.replace(st.next_id.get() + 1), inherited)
         });
-        let core = Core::new(id, context, Some(stack), Status::Created);
-        core.locals.extend(inherited);
-        Rc::new(core)
+        let fiber = FiberInner::new(id, context, Some(stack), Status::Created);
+        fiber.locals.extend(inherited);
+        Rc::new(fiber)
     }
 
     /// Ends a fiber that never ran (a kill before its start): its body is dropped
@@ -168,7 +168,7 @@ impl Core {
     }
 }
 
-impl Drop for Core {
+impl Drop for FiberInner {
     fn drop(&mut self) {
         if self.status.get() != Status::Started || self.id == 0 {
             return; // never ran (its body drops with `context`), finished, or the root
@@ -193,7 +193,7 @@ impl Drop for Core {
 }
 
 /// Runs `f` on the running fiber (the root when no fiber runs).
-pub(crate) fn with_current<R>(f: impl FnOnce(&Core) -> R) -> R {
+pub(crate) fn with_current<R>(f: impl FnOnce(&FiberInner) -> R) -> R {
     with_state(|st| {
         st.root_ptr();
         st.with_current(f)
@@ -201,7 +201,7 @@ pub(crate) fn with_current<R>(f: impl FnOnce(&Core) -> R) -> R {
 }
 
 /// The running fiber (the root when no fiber runs).
-pub(crate) fn current() -> Rc<Core> {
+pub(crate) fn current() -> Rc<FiberInner> {
     with_state(|st| {
         st.root_ptr();
         st.current()
@@ -214,14 +214,14 @@ pub(crate) fn unwinding_a_dropped_fiber() -> bool {
     with_state(State::unwinding)
 }
 
-/// Whether `core` is the running fiber.
-pub(crate) fn is_current(core: &Core) -> bool {
-    with_state(|st| std::ptr::eq(core, st.current.get()))
+/// Whether `fiber` is the running fiber.
+pub(crate) fn is_current(fiber: &FiberInner) -> bool {
+    with_state(|st| std::ptr::eq(fiber, st.current.get()))
 }
 
 /// Ruby's `fiber.resume(value)`.
 #[inline(always)]
-pub(crate) fn resume<T: 'static>(target: &Rc<Core>, value: T) -> Result<T, FiberError> {
+pub(crate) fn resume<T: 'static>(target: &Rc<FiberInner>, value: T) -> Result<T, FiberError> {
     with_state(|st| {
         refuse_while_unwinding(st)?;
         super::rules::check_resume(target.view_in(st))?;
@@ -233,7 +233,7 @@ pub(crate) fn resume<T: 'static>(target: &Rc<Core>, value: T) -> Result<T, Fiber
 /// Links `target`, which yielded (or never ran), under the running fiber: what `resume` does
 /// before it switches, and `raise` into a yielding fiber.
 #[inline(always)]
-pub(super) fn link_resume(st: &State, target: &Rc<Core>) {
+pub(super) fn link_resume(st: &State, target: &Rc<FiberInner>) {
     let me = st.current();
     me.resuming.set(Rc::as_ptr(target));
     target.prev.set(Some(me));
@@ -242,7 +242,7 @@ pub(super) fn link_resume(st: &State, target: &Rc<Core>) {
 
 /// Ruby's `fiber.transfer(value)`.
 #[inline(always)]
-pub(crate) fn transfer<T: 'static>(target: &Rc<Core>, value: T) -> Result<T, FiberError> {
+pub(crate) fn transfer<T: 'static>(target: &Rc<FiberInner>, value: T) -> Result<T, FiberError> {
     with_state(|st| {
         refuse_while_unwinding(st)?;
         let view = target.view_in(st);
@@ -265,7 +265,7 @@ pub(crate) fn transfer<T: 'static>(target: &Rc<Core>, value: T) -> Result<T, Fib
 /// yield, or has finished: continuing it would break those links, or run on a
 /// stack that is gone.
 #[inline(always)]
-pub(crate) fn switch_to(target: Rc<Core>) -> Result<(), FiberError> {
+pub(crate) fn switch_to(target: Rc<FiberInner>) -> Result<(), FiberError> {
     with_state(|st| {
         refuse_while_unwinding(st)?;
         if std::ptr::eq(Rc::as_ptr(&target), st.current_ptr()) {
@@ -276,7 +276,7 @@ pub(crate) fn switch_to(target: Rc<Core>) -> Result<(), FiberError> {
         if !target.resuming.get().is_null() || target.yielding.get() || target.status.get() == Status::Terminated {
             super::rules::check_transfer(target.view_in(st))?;
         }
-        st.parcel_slot.set(NOTHING);
+        st.value_slot.set(NOTHING);
         hand_over(st, target);
         receive(st)
     })
@@ -314,7 +314,7 @@ pub(super) fn refuse_while_unwinding(st: &State) -> Result<(), FiberError> {
 /// Hands control and `value` to `target`, and returns the value (or error) that
 /// arrives when control comes back to the calling fiber.
 #[inline(always)]
-fn switch<T: 'static, R: 'static>(st: &State, target: Rc<Core>, value: T) -> Result<R, FiberError> {
+fn switch<T: 'static, R: 'static>(st: &State, target: Rc<FiberInner>, value: T) -> Result<R, FiberError> {
     let mut slot = Some(value);
     post_value(st, &mut slot);
     hand_over(st, target);
@@ -324,7 +324,7 @@ fn switch<T: 'static, R: 'static>(st: &State, target: Rc<Core>, value: T) -> Res
 /// Makes `target` the running fiber (`State` takes its strong count) and returns
 /// the one that ran, whose count the caller now holds.
 #[inline(always)]
-fn make_current(st: &State, target: Rc<Core>) -> *const Core {
+fn make_current(st: &State, target: Rc<FiberInner>) -> *const FiberInner {
     if target.status.get() != Status::Started {
         assert!(target.status.get() == Status::Created, "a finished fiber is never switched to");
         target.status.set(Status::Started);
@@ -334,9 +334,9 @@ fn make_current(st: &State, target: Rc<Core>) -> *const Core {
 }
 
 /// Gives control to `target`; returns when some fiber switches back. The switched-to
-/// fiber lets go of this one's strong count once it has taken its parcel (`receive`).
+/// fiber lets go of this one's strong count once it has taken its value (`receive`).
 #[inline(always)]
-pub(super) fn hand_over(st: &State, target: Rc<Core>) {
+pub(super) fn hand_over(st: &State, target: Rc<FiberInner>) {
     let me = make_current(st, target);
     st.handed_off.set(me);
     // SAFETY: `me` ran until now (this is its stack) and is alive: the strong count in
@@ -357,7 +357,7 @@ fn cancel() -> ! {
 
 /// Marks `me` finished and returns the fiber Ruby's rules hand control to: its
 /// resumer, else the end of the root's chain of resumes (MRI's `return_fiber`).
-fn terminate(st: &State, me: &Core) -> Rc<Core> {
+fn terminate(st: &State, me: &FiberInner) -> Rc<FiberInner> {
     me.status.set(Status::Terminated);
     match me.prev.take() {
         Some(prev) => {
@@ -380,9 +380,9 @@ fn finish<T: 'static>(st: &State, outcome: Result<T, FiberError>) -> ! {
         }
         drop(outcome);
         let back = st.cancel_return.get();
-        // SAFETY: a fiber unwinds only when `Drop for Core` switched into it, setting
+        // SAFETY: a fiber unwinds only when `Drop for FiberInner` switched into it, setting
         // `cancel_return` to a context in its own frame, which waits there; nothing on
-        // this stack is used again (the dropped core frees it once back).
+        // this stack is used again (the dropped fiber's `FiberInner` frees it once back).
         unsafe { context::switch_for_good(&*back) }
     }
     let next = st.with_current(|me| terminate(st, me));
@@ -405,21 +405,21 @@ fn finish<T: 'static>(st: &State, outcome: Result<T, FiberError>) -> ! {
     let me = make_current(st, next);
     st.dead.set(me);
     // SAFETY: as in `hand_over`; this fiber is in `dead` until the fiber switched to has
-    // taken the parcel (the only thing on this stack still used) and reaped it.
+    // taken the value (the only thing on this stack still used) and reaped it.
     unsafe { context::switch(&(*me).context, &(*st.current.get()).context) };
     unreachable!("a finished fiber is reaped, never switched to")
 }
 
 /// Where a fiber that was not resumed returns when it finishes: the root, or the
 /// last fiber of the chain the root is resuming.
-fn end_of_root_chain(st: &State) -> Rc<Core> {
+fn end_of_root_chain(st: &State) -> Rc<FiberInner> {
     let mut fiber = st.root_ptr();
     loop {
         // SAFETY: `fiber` is the root (alive until the thread exits) or a fiber that a
         // live fiber is resuming, alive by the invariant of `resuming`.
         let next = unsafe { (*fiber).resuming.get() };
         if next.is_null() {
-            // SAFETY: as above, and every `Core` is allocated by an `Rc`.
+            // SAFETY: as above, and every `FiberInner` is allocated by an `Rc`.
             return unsafe { rc_from_borrowed(fiber) };
         }
         fiber = next;

@@ -5,7 +5,7 @@ use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::reactor::Direction;
+use crate::runtime::registration::Direction;
 use crate::runtime::registration::Registration;
 
 /// An fd in non-blocking mode with its loop registration and the timeouts of

@@ -122,6 +122,11 @@ impl Reactor {
         !self.timers.borrow().is_empty()
     }
 
+    /// How many timers are pending: set, and neither fired nor taken back.
+    pub(crate) fn pending_timers(&self) -> usize {
+        self.timers.borrow().len()
+    }
+
     /// Whether a timer is due now (reads the clock only when there are timers).
     pub(crate) fn timer_due(&self) -> bool {
         let next = self.timers.borrow_mut().next_deadline();
@@ -131,6 +136,11 @@ impl Reactor {
     /// Whether some fiber is parked on a registered fd.
     pub(crate) fn has_fd_waiters(&self) -> bool {
         self.sources.borrow().has_parked()
+    }
+
+    /// How many fds are registered now (the cross-thread eventfd is not a source).
+    pub(crate) fn registered(&self) -> usize {
+        self.sources.borrow().len()
     }
 
     /// Registers `fd` (edge-triggered, both directions) as a new source, neither
@@ -260,11 +270,5 @@ impl Reactor {
     #[cfg(test)]
     pub(crate) fn timers_set(&self) -> u64 {
         self.timers.borrow().inserted()
-    }
-
-    /// How many sources are registered now.
-    #[cfg(test)]
-    pub(crate) fn registered(&self) -> usize {
-        self.sources.borrow().len()
     }
 }

@@ -238,7 +238,6 @@ impl Sources {
     }
 
     /// How many sources are registered.
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.slab.len()
     }

@@ -4,13 +4,14 @@
 
 use std::collections::VecDeque;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Condvar, Mutex, OnceLock};
 use std::thread;
 use std::time::Duration;
 
-use super::scheduler::{Wait, Woken};
-use super::waiter::{self, Waiter};
-use crate::sync::poison::IgnorePoison;
+use super::reply::{reply, NoReply, ReplyReceiver};
+use super::scheduler::Wait;
+use super::waiter;
+use crate::poison::IgnorePoison;
 use crate::Elapsed;
 
 /// Threads the pool may run at once; more work waits in line.
@@ -28,6 +29,7 @@ struct Pool {
 struct State {
     jobs: VecDeque<BlockingCall>,
     threads: usize,
+    /// Threads waiting for a job; one woken for a job counts until it wakes and takes one.
     idle: usize,
 }
 
@@ -56,16 +58,9 @@ pub fn spawn_blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static)
     if super::scheduler::in_task().is_none() {
         return f();
     }
-    let slot = submit_returning(f);
-    loop {
-        let mut state = slot.lock().ignore_poison();
-        match state.result.take() {
-            Some(result) => return value_of(result),
-            // The job runs on a thread and cannot be abandoned: a `timeout` waits it out.
-            // The lock is released once the waiter is in place, before the fiber parks.
-            None => waiter::wait_through_timeouts(Wait::Blocking, move |w| state.waiter = Some(w)),
-        }
-    }
+    // The job runs on a thread and cannot be abandoned: a `timeout` waits it out.
+    let result = submit_returning(f).wait_through_timeouts(Wait::Blocking);
+    value_of(result.expect("a pool job runs, so it replies"))
 }
 
 /// Like [`spawn_blocking`], for work whose result may be given up: an enclosing `timeout` scope
@@ -79,35 +74,20 @@ pub(crate) fn spawn_blocking_abandonable<T: Send + 'static>(
     if super::scheduler::in_task().is_none() && waiter::thread_deadline().is_none() {
         return Ok(f());
     }
-    let slot = submit_returning(f);
-    loop {
-        let mut state = slot.lock().ignore_poison();
-        match state.result.take() {
-            Some(result) => return Ok(value_of(result)),
-            None => {
-                if waiter::wait(Wait::Blocking, move |w| state.waiter = Some(w)) == Woken::TimedOut {
-                    return Err(Elapsed);
-                }
-            }
-        }
+    match submit_returning(f).wait(Wait::Blocking) {
+        Ok(result) => Ok(value_of(result)),
+        Err(NoReply::TimedOut) => Err(Elapsed),
+        Err(NoReply::SenderGone) => unreachable!("a pool job runs, so it replies"),
     }
 }
 
-/// Queues `f` on the pool; its result (or panic) arrives in the returned slot, whose waiter, if
-/// any, is woken then.
-fn submit_returning<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Arc<Mutex<Slot<T>>> {
-    let slot: Arc<Mutex<Slot<T>>> = Arc::new(Mutex::new(Slot { result: None, waiter: None }));
-    let done = slot.clone();
-    submit(Box::new(move || {
-        let result = panic::catch_unwind(AssertUnwindSafe(f));
-        let mut slot = done.lock().ignore_poison();
-        slot.result = Some(result);
-        if let Some(waiter) = slot.waiter.take() {
-            drop(slot);
-            waiter.wake();
-        }
-    }));
-    slot
+/// Queues `f` on the pool; its result (or panic) comes back as the returned reply.
+fn submit_returning<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> ReplyReceiver<std::thread::Result<T>> {
+    let (tx, rx) = reply();
+    submit(Box::new(move || tx.send(panic::catch_unwind(AssertUnwindSafe(f)))));
+    rx
 }
 
 /// A job's value, or its panic resumed here.
@@ -126,17 +106,17 @@ pub(crate) fn idle_threads() -> usize {
     pool().state.lock().ignore_poison().idle
 }
 
-/// Where a job leaves its result, and who to wake.
-struct Slot<T> {
-    result: Option<std::thread::Result<T>>,
-    waiter: Option<Waiter>,
-}
-
 fn submit(job: BlockingCall) {
     let pool = pool();
-    let mut state = pool.state.lock().ignore_poison();
+    queue(pool, &mut pool.state.lock().ignore_poison(), job);
+}
+
+/// Queues `job` under the pool's lock (`state`), waking an idle thread for it or starting one.
+fn queue(pool: &Pool, state: &mut State, job: BlockingCall) {
     state.jobs.push_back(job);
-    if state.idle > 0 {
+    // A thread woken for an earlier job counts as idle until it runs, so a job has an idle
+    // thread of its own only while the queue is no longer than the idle threads.
+    if state.jobs.len() <= state.idle {
         pool.work.notify_one();
         return;
     }
@@ -173,10 +153,38 @@ fn work() {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::{mpsc, Arc, Mutex};
     use std::time::Duration;
 
-    use super::spawn_blocking_abandonable;
+    use super::{idle_threads, pool, queue, spawn_blocking_abandonable, submit};
+    use crate::poison::IgnorePoison;
     use crate::Elapsed;
+
+    #[test]
+    fn jobs_queued_before_the_idle_threads_wake_get_a_thread_each() {
+        let (done, finished) = mpsc::channel();
+        submit(Box::new(move || done.send(()).unwrap()));
+        finished.recv().unwrap();
+        while idle_threads() == 0 {
+            std::thread::yield_now(); // the thread that ran it goes idle
+        }
+        let gate = Arc::new(Mutex::new(()));
+        let closed = gate.lock().unwrap();
+        let (started, last) = mpsc::channel();
+        {
+            // Under one hold of the lock no woken thread has taken a job yet: one job per idle
+            // thread, each held at the gate, and one more that must not wait behind them.
+            let pool = pool();
+            let mut state = pool.state.lock().ignore_poison();
+            for _ in 0..state.idle {
+                let gate = gate.clone();
+                queue(pool, &mut state, Box::new(move || drop(gate.lock())));
+            }
+            queue(pool, &mut state, Box::new(move || started.send(()).unwrap()));
+        }
+        assert!(last.recv_timeout(Duration::from_secs(10)).is_ok(), "the last job waited behind the held ones");
+        drop(closed);
+    }
 
     #[test]
     fn a_job_that_may_be_given_up_is_given_up_at_the_deadline_in_a_fiber_and_outside_a_runtime() {

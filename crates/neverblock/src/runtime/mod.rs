@@ -42,12 +42,13 @@
 //! ```
 
 mod blocking;
-mod fiber_pool;
 pub(crate) mod registration;
 mod remote;
+mod reply;
 #[allow(unsafe_code)]
 mod running;
 pub(crate) mod scheduler;
+mod stats;
 mod task;
 mod task_builder;
 mod threads;
@@ -60,7 +61,10 @@ use std::time::{Duration, Instant};
 
 pub(crate) use blocking::spawn_blocking_abandonable;
 pub use blocking::{spawn_blocking, MAX_BLOCKING_THREADS};
-pub use fiber_pool::FiberPool;
+// Also here, where it first lived; it sits above `sync`, whose `Notify` its workers wait on.
+pub use crate::fiber_pool::FiberPool;
+pub use scheduler::{LoopStats, Parked};
+pub use stats::stats;
 pub use task::{JoinError, JoinHandle};
 pub use task_builder::TaskBuilder;
 pub use threads::{

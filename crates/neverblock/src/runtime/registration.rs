@@ -3,10 +3,11 @@
 //! when its owner drops it.
 //!
 //! Sockets ([`NonBlocking`](crate::net)) and [`io::wait_readable`](crate::io::wait_readable)
-//! reach the reactor only through [`Registration`]: whether an operation is worth
-//! trying (the kernel said ready and nothing has returned `WouldBlock` since),
-//! noting that one would block, and parking until the kernel reports readiness
-//! or a deadline passes.
+//! reach the reactor only through [`Registration`] (and name a way to wait with
+//! [`Direction`], re-exported here): whether an operation is worth trying (the
+//! kernel said ready and nothing has returned `WouldBlock` since), noting that
+//! one would block, and parking until the kernel reports readiness or a deadline
+//! passes.
 
 use std::io;
 use std::os::fd::BorrowedFd;
@@ -15,8 +16,10 @@ use std::time::Instant;
 
 use super::scheduler::{self, Scheduler, Wait, Woken};
 use super::waiter;
+use crate::reactor::poll_blocking;
 use crate::reactor::source::Token;
-use crate::reactor::{poll_blocking, Direction};
+// Which way an fd is waited on: the reactor's word, named outside it through this door alone.
+pub(crate) use crate::reactor::Direction;
 
 /// An fd's registration with one loop's reactor.
 ///

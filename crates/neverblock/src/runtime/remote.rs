@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use super::scheduler::Scheduler;
+use crate::poison::IgnorePoison;
 use crate::reactor::EventFd;
-use crate::sync::poison::IgnorePoison;
 
 type RemoteCall = Box<dyn FnOnce(&Scheduler) + Send>;
 

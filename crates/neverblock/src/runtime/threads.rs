@@ -11,10 +11,10 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 
 use super::remote::RemoteHandle;
-use super::scheduler;
+use super::reply::{reply, NoReply, ReplyReceiver, ReplySender};
+use super::scheduler::{self, Wait};
 use super::JoinError;
 use crate::fiber::PanicPayload;
-use crate::sync::{oneshot, OneshotReceiver, OneshotSender, RecvError};
 
 /// How to start a runtime: how many threads, each with its own loop.
 ///
@@ -90,12 +90,12 @@ impl Builder {
     /// As [`run`](crate::run); also if a thread cannot be started.
     #[track_caller]
     pub fn run<T: 'static>(self, f: impl FnOnce() -> T + 'static) -> T {
-        let (ready_tx, ready_rx) = mpsc::channel::<(usize, Loop, OneshotSender<()>)>();
+        let (ready_tx, ready_rx) = mpsc::channel::<(usize, Loop, ReplySender<()>)>();
         let stack_size = self.stack_size;
         let (registry_txs, workers): (Vec<_>, Vec<_>) = (1..self.threads)
             .map(|index| {
                 let ready = ready_tx.clone();
-                let (registry_tx, registry_rx) = oneshot::<Arc<Vec<Loop>>>();
+                let (registry_tx, registry_rx) = reply::<Arc<Vec<Loop>>>();
                 let worker = thread::Builder::new()
                     .name(format!("neverblock-{index}"))
                     .spawn(move || worker(index, stack_size, ready, registry_rx))
@@ -109,12 +109,12 @@ impl Builder {
             let mut loops: Vec<Option<Loop>> = (0..self.threads).map(|_| None).collect();
             loops[0] = Some(Loop { remote: s.remote_handle(), load: s.live_tasks() });
             let mut stops = Vec::new();
-            for (index, lp, stop) in ready_rx.iter() {
-                loops[index] = Some(lp);
+            for (index, event_loop, stop) in ready_rx.iter() {
+                loops[index] = Some(event_loop);
                 stops.push(stop);
             }
             let loops = Arc::new(loops.into_iter().map(|l| l.expect("every loop reported")).collect::<Vec<_>>());
-            registry_txs.into_iter().for_each(|tx| drop(tx.send(loops.clone())));
+            registry_txs.into_iter().for_each(|tx| tx.send(loops.clone()));
             LOOPS.with(|l| *l.borrow_mut() = Some(loops));
             let value = f();
             LOOPS.with(|l| l.borrow_mut().take());
@@ -132,21 +132,21 @@ impl Builder {
 fn worker(
     index: usize,
     stack_size: usize,
-    ready: mpsc::Sender<(usize, Loop, OneshotSender<()>)>,
-    registry: OneshotReceiver<Arc<Vec<Loop>>>,
+    ready: mpsc::Sender<(usize, Loop, ReplySender<()>)>,
+    registry: ReplyReceiver<Arc<Vec<Loop>>>,
 ) {
     super::run_with_stacks(stack_size, move || {
         let s = scheduler::current().expect("inside run");
         INDEX.with(|i| i.set(index));
-        let (stop_tx, stop_rx) = oneshot::<()>();
+        let (stop_tx, stop_rx) = reply::<()>();
         ready
             .send((index, Loop { remote: s.remote_handle(), load: s.live_tasks() }, stop_tx))
             .expect("the main loop waits");
         drop(ready);
-        let loops = registry.recv().ok();
+        let loops = registry.wait(Wait::OtherLoop(0)).ok();
         LOOPS.with(|l| *l.borrow_mut() = loops);
         // Sent by nobody: the stop sender is dropped when the main loop's closure ends.
-        let _ = stop_rx.recv();
+        let _ = stop_rx.wait(Wait::OtherLoop(0));
         LOOPS.with(|l| l.borrow_mut().take());
     });
 }
@@ -160,6 +160,15 @@ fn worker(
 /// ```
 pub fn thread_count() -> usize {
     LOOPS.with(|l| l.borrow().as_ref().map_or(1, |loops| loops.len()))
+}
+
+/// The sending ends of the loops of this thread's runtime, in loop order; none
+/// when it has one loop (or there is none).
+pub(super) fn loop_remotes() -> Vec<RemoteHandle> {
+    LOOPS.with(|l| {
+        let loops = l.borrow();
+        loops.iter().flat_map(|loops| loops.iter()).map(|event_loop| event_loop.remote.clone()).collect()
+    })
 }
 
 /// Which loop this thread runs (0 is the thread that called `run`).
@@ -180,22 +189,23 @@ pub fn available_threads() -> usize {
 #[track_caller]
 pub fn spawn_on<T: Send + 'static>(index: usize, f: impl FnOnce() -> T + Send + 'static) -> RemoteJoinHandle<T> {
     let spawned_at = std::panic::Location::caller();
-    let remote = match LOOPS.with(|l| l.borrow().as_ref().map(|loops| loops.get(index).map(|lp| lp.remote.clone()))) {
+    let remote = match LOOPS
+        .with(|l| l.borrow().as_ref().map(|loops| loops.get(index).map(|event_loop| event_loop.remote.clone())))
+    {
         Some(Some(remote)) => remote,
         Some(None) => panic!("neverblock::spawn_on: no loop {index} (there are {})", thread_count()),
         None if index == 0 => scheduler::current().expect("neverblock::spawn_on outside a runtime").remote_handle(),
         None => panic!("neverblock::spawn_on: no loop {index} in a single-thread runtime"),
     };
-    let (tx, rx) = oneshot();
+    let (tx, rx) = reply();
     remote.send(Box::new(move |s| {
         // A task cancelled, dropped or without a stack drops `tx`: its joiner sees it gone.
         let (body, _) = super::task::task_body(move || {
-            let result = panic::catch_unwind(AssertUnwindSafe(f)).map_err(PanicPayload::new);
-            let _ = tx.send(result); // a joiner that gave up wants nothing
+            tx.send(panic::catch_unwind(AssertUnwindSafe(f)).map_err(PanicPayload::new));
         });
         s.spawn(None, body, spawned_at, None);
     }));
-    RemoteJoinHandle { rx }
+    RemoteJoinHandle { index, rx }
 }
 
 /// Starts `f` on the loop with the fewest live fibers.
@@ -215,7 +225,9 @@ pub fn spawn_least_loaded<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'sta
 
 /// The result of a fiber started on another loop; `Send`, so any fiber may join it.
 pub struct RemoteJoinHandle<T> {
-    rx: OneshotReceiver<Result<T, PanicPayload>>,
+    /// The loop the fiber runs on.
+    index: usize,
+    rx: ReplyReceiver<Result<T, PanicPayload>>,
 }
 
 impl<T> RemoteJoinHandle<T> {
@@ -227,11 +239,11 @@ impl<T> RemoteJoinHandle<T> {
     /// [`timeout`](crate::timeout), or [`JoinError::RuntimeGone`] if its loop
     /// stopped before the fiber finished.
     pub fn join(self) -> Result<T, JoinError> {
-        match self.rx.recv() {
+        match self.rx.wait(Wait::OtherLoop(self.index)) {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(payload)) => Err(JoinError::Panicked(payload)),
-            Err(RecvError::TimedOut) => Err(JoinError::TimedOut),
-            Err(RecvError::Disconnected) => Err(JoinError::RuntimeGone),
+            Err(NoReply::TimedOut) => Err(JoinError::TimedOut),
+            Err(NoReply::SenderGone) => Err(JoinError::RuntimeGone),
         }
     }
 }

@@ -45,7 +45,7 @@ pub fn unbounded<T>() -> (Sender<T>, Receiver<T>) {
 }
 
 fn channel<T>(capacity: Option<usize>) -> (Sender<T>, Receiver<T>) {
-    let shared = Arc::new(Shared {
+    let channel = Arc::new(Channel {
         state: StateLock::new(State {
             queue: VecDeque::new(),
             capacity,
@@ -57,10 +57,11 @@ fn channel<T>(capacity: Option<usize>) -> (Sender<T>, Receiver<T>) {
         }),
         taken: AtomicU64::new(0),
     });
-    (Sender { shared: shared.clone() }, Receiver { shared })
+    (Sender { channel: channel.clone() }, Receiver { channel })
 }
 
-struct Shared<T> {
+/// The channel itself, shared by its ends.
+struct Channel<T> {
     state: StateLock<State<T>>,
     /// Values received so far (a rendezvous sender waits for this to pass its own).
     /// Written under the lock; a woken sender reads it without.
@@ -89,12 +90,12 @@ impl<T> State<T> {
 
 /// Sends values; clone it for more producers. `Send` when `T` is.
 pub struct Sender<T> {
-    shared: Arc<Shared<T>>,
+    channel: Arc<Channel<T>>,
 }
 
 /// Receives values in the order they were sent.
 pub struct Receiver<T> {
-    shared: Arc<Shared<T>>,
+    channel: Arc<Channel<T>>,
 }
 
 /// Why a value was not sent; the value comes back.
@@ -133,7 +134,7 @@ impl<T> Sender<T> {
     /// [`SendError::Disconnected`] when the receiver is gone; [`SendError::TimedOut`]
     /// inside an expired [`timeout`](crate::timeout). Either way the value comes back.
     pub fn send(&self, value: T) -> Result<(), SendError<T>> {
-        let mut state = lock(&self.shared.state);
+        let mut state = lock(&self.channel.state);
         if state.full() && state.receiver {
             match self.wait_for_room(state) {
                 Some(roomy) => state = roomy,
@@ -150,7 +151,7 @@ impl<T> Sender<T> {
             return Ok(());
         }
         // Rendezvous with no receiver waiting: wait until one has taken this value.
-        let taken = &self.shared.taken;
+        let taken = &self.channel.taken;
         let mine = taken.load(Ordering::Relaxed) + state.queue.len() as u64;
         loop {
             if Self::wait_delivered(state) == Woken::TimedOut {
@@ -159,7 +160,7 @@ impl<T> Sender<T> {
             if taken.load(Ordering::Acquire) >= mine {
                 return Ok(());
             }
-            state = lock(&self.shared.state);
+            state = lock(&self.channel.state);
             if taken.load(Ordering::Relaxed) >= mine || !state.receiver {
                 return Ok(());
             }
@@ -185,11 +186,12 @@ impl<T> Sender<T> {
     #[inline(never)]
     fn wait_for_room<'a>(&'a self, mut state: StateGuard<'a, State<T>>) -> Option<StateGuard<'a, State<T>>> {
         while state.full() && state.receiver {
-            if wait_in(Primitive::ChannelRoom, &self.shared.state, state, |s| &mut s.senders_waiting) == Woken::TimedOut
+            if wait_in(Primitive::ChannelRoom, &self.channel.state, state, |s| &mut s.senders_waiting)
+                == Woken::TimedOut
             {
                 return None;
             }
-            state = lock(&self.shared.state);
+            state = lock(&self.channel.state);
         }
         Some(state)
     }
@@ -203,7 +205,7 @@ impl<T> Receiver<T> {
     /// [`RecvError::Disconnected`] once every sender is gone and the channel is
     /// empty; [`RecvError::TimedOut`] inside an expired [`timeout`](crate::timeout).
     pub fn recv(&self) -> Result<T, RecvError> {
-        let state = lock(&self.shared.state);
+        let state = lock(&self.channel.state);
         if !state.queue.is_empty() {
             return Ok(self.take(state));
         }
@@ -218,12 +220,12 @@ impl<T> Receiver<T> {
             if state.senders == 0 {
                 return Err(RecvError::Disconnected);
             }
-            if wait_in(Primitive::ChannelMessage, &self.shared.state, state, |s| &mut s.receivers_waiting)
+            if wait_in(Primitive::ChannelMessage, &self.channel.state, state, |s| &mut s.receivers_waiting)
                 == Woken::TimedOut
             {
                 return Err(RecvError::TimedOut);
             }
-            state = lock(&self.shared.state);
+            state = lock(&self.channel.state);
             if !state.queue.is_empty() {
                 return Ok(self.take(state));
             }
@@ -236,7 +238,7 @@ impl<T> Receiver<T> {
     ///
     /// [`TryRecvError::Empty`] or [`TryRecvError::Disconnected`].
     pub fn try_recv(&self) -> Result<T, TryRecvError> {
-        let state = lock(&self.shared.state);
+        let state = lock(&self.channel.state);
         if !state.queue.is_empty() {
             Ok(self.take(state))
         } else if state.senders == 0 {
@@ -248,7 +250,7 @@ impl<T> Receiver<T> {
 
     fn take(&self, mut state: StateGuard<'_, State<T>>) -> T {
         let value = state.queue.pop_front().expect("checked non-empty");
-        let taken = &self.shared.taken;
+        let taken = &self.channel.taken;
         taken.store(taken.load(Ordering::Relaxed) + 1, Ordering::Release);
         // A rendezvous sender learns its value was taken; one sender waiting for
         // room may now go on.
@@ -262,14 +264,14 @@ impl<T> Receiver<T> {
 
 impl<T> Clone for Sender<T> {
     fn clone(&self) -> Self {
-        lock(&self.shared.state).senders += 1;
-        Sender { shared: self.shared.clone() }
+        lock(&self.channel.state).senders += 1;
+        Sender { channel: self.channel.clone() }
     }
 }
 
 impl<T> Drop for Sender<T> {
     fn drop(&mut self) {
-        let mut state = lock(&self.shared.state);
+        let mut state = lock(&self.channel.state);
         state.senders -= 1;
         if state.senders == 0 {
             state.receivers_waiting.wake_all();
@@ -279,7 +281,7 @@ impl<T> Drop for Sender<T> {
 
 impl<T> Drop for Receiver<T> {
     fn drop(&mut self) {
-        let mut state = lock(&self.shared.state);
+        let mut state = lock(&self.channel.state);
         state.receiver = false;
         state.senders_waiting.wake_all();
         if let Some(sender) = state.delivering.take() {
@@ -299,7 +301,7 @@ impl<T> fmt::Debug for Sender<T> {
 
 impl<T> fmt::Debug for Receiver<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Receiver").field("queued", &lock(&self.shared.state).queue.len()).finish()
+        f.debug_struct("Receiver").field("queued", &lock(&self.channel.state).queue.len()).finish()
     }
 }
 

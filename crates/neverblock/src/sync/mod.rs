@@ -11,7 +11,6 @@ mod channel;
 mod mutex;
 mod notify;
 mod oneshot;
-pub(crate) mod poison;
 mod semaphore;
 mod wait_group;
 

@@ -6,8 +6,8 @@ use std::sync::{Mutex as StdMutex, MutexGuard as StdGuard};
 
 use std::sync::atomic::Ordering;
 
-use super::poison::IgnorePoison;
 use super::semaphore::{Permit, Semaphore};
+use crate::poison::IgnorePoison;
 use crate::runtime::scheduler::lock_waits::{self, Holder};
 use crate::runtime::scheduler::Primitive;
 use crate::Elapsed;

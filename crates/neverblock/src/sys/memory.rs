@@ -8,11 +8,6 @@ use std::sync::OnceLock;
 /// `libc` crate names it yet, so it is the one call here made through `libc`.
 const MADV_GUARD_INSTALL: libc::c_int = 102;
 
-/// The size of a memory page.
-pub(crate) fn page_size() -> usize {
-    rustix::param::page_size()
-}
-
 /// Reserves `len` bytes of zeroed, readable and writable address space.
 ///
 /// Memory is committed only as pages are touched (`MAP_NORESERVE`), and the
@@ -55,7 +50,7 @@ pub(crate) enum GuardKind {
 pub(crate) fn kernel_guards_supported() -> bool {
     static SUPPORTED: OnceLock<bool> = OnceLock::new();
     *SUPPORTED.get_or_init(|| {
-        let page = page_size();
+        let page = rustix::param::page_size();
         let Ok(addr) = reserve(page) else { return false };
         let ok = guard(addr, page, GuardKind::Kernel).is_ok();
         // SAFETY: `addr` is the one-page probe region reserved above, referenced by nothing.

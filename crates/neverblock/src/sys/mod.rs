@@ -7,7 +7,7 @@
 //! - [`epoll`]: readiness of many fds in one wait, an eventfd to wake it from
 //!   other threads, and `poll(2)` for one fd in blocking mode. All rustix's safe
 //!   calls: it forbids `unsafe`.
-//! - [`memory`]: page size, reserving address space without committing memory,
+//! - [`memory`]: reserving address space without committing memory,
 //!   guard pages (kernel guard regions or `mprotect`), the kernel's mapping limit
 //!   and the process's current mapping count, available memory. `unsafe`: a
 //!   mapping is raw memory, whatever crate maps it.

@@ -8,6 +8,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use neverblock::fiber::Fiber;
+use neverblock::runtime::LoopStats;
 use neverblock::sync::{bounded, unbounded, RecvError};
 use neverblock::{run, sleep, spawn, timeout, yield_now, Elapsed, JoinError};
 
@@ -456,6 +457,69 @@ fn a_panic_on_another_loop_reaches_its_joiner() {
         .run(|| neverblock::runtime::spawn_on(1, || -> u8 { panic!("on loop 1") }).join());
     let Err(JoinError::Panicked(payload)) = outcome else { panic!("expected the panic") };
     assert_eq!(payload.message(), Some("on loop 1"));
+}
+
+/// A loop's stats as `(index, tasks, runnable, [sleep, fd, join, other_loop, sync, blocking], fds, timers)`.
+fn summary(stats: &LoopStats) -> (usize, usize, usize, [usize; 6], usize, usize) {
+    let p = stats.parked;
+    (
+        stats.index,
+        stats.tasks,
+        stats.runnable,
+        [p.sleep, p.fd, p.join, p.other_loop, p.sync, p.blocking],
+        stats.fds,
+        stats.timers,
+    )
+}
+
+#[test]
+fn stats_count_each_loops_tasks_by_what_they_wait_on() {
+    let stats = neverblock::runtime::Builder::new().threads(2).run(|| {
+        // Loop 1: three sleepers, parked before the task that started them ends.
+        neverblock::runtime::spawn_on(1, || {
+            (0..3).for_each(|_| drop(spawn(|| sleep(Duration::from_secs(3600)))));
+            yield_now();
+        })
+        .join()
+        .unwrap();
+        // Loop 0: four receivers, a joiner of the first, a listener's accept, a blocking-pool job.
+        let (senders, receivers): (Vec<_>, Vec<_>) = (0..4)
+            .map(|_| {
+                let (tx, rx) = bounded::<()>(1);
+                (tx, spawn(move || rx.recv()))
+            })
+            .unzip();
+        let mut receivers = receivers.into_iter();
+        let first = receivers.next().unwrap();
+        let joiner = spawn(move || first.join());
+        let listener = neverblock::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        drop(spawn(move || drop(listener.accept())));
+        let (gate, closed) = std::sync::mpsc::channel::<()>();
+        let blocking = spawn(move || neverblock::spawn_blocking(move || closed.recv()));
+        yield_now(); // each of them runs and parks
+        let fresh: Vec<_> = (0..2).map(|_| spawn(|| ())).collect();
+        let stats = neverblock::runtime::stats();
+        assert!(neverblock::spawn_blocking(neverblock::runtime::stats).is_empty(), "a pool thread runs no loop");
+        drop((gate, senders));
+        assert!(blocking.join().unwrap().is_err(), "the job ends when its gate closes");
+        assert_eq!(joiner.join().unwrap().unwrap(), Err(RecvError::Disconnected));
+        receivers.for_each(|task| assert_eq!(task.join().unwrap(), Err(RecvError::Disconnected)));
+        fresh.into_iter().for_each(|task| task.join().unwrap());
+        stats
+    });
+    let summaries: Vec<_> = stats.iter().map(summary).collect();
+    assert_eq!(
+        summaries,
+        [
+            // The main task (running), 2 fresh tasks (runnable), and parked: the receivers, the
+            // joiner, the accept and the blocking job; the listener's fd, no timer.
+            (0, 10, 2, [0, 1, 1, 0, 4, 1], 1, 0),
+            // Its main task waits for loop 0's to end; a timer per sleeper.
+            (1, 4, 0, [3, 0, 0, 1, 0, 0], 0, 3),
+        ]
+    );
+    assert!(neverblock::runtime::stats().is_empty(), "no runtime on this thread");
+    assert_eq!(run(|| neverblock::runtime::stats().iter().map(summary).collect::<Vec<_>>()), [(0, 1, 0, [0; 6], 0, 0)]);
 }
 
 #[test]

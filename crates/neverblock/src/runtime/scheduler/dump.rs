@@ -2,71 +2,11 @@
 //! of a deadlock (every task parked on something only another of them could
 //! release, and nothing else alive that could: Go's "all goroutines are asleep").
 
-use std::fmt::{self, Write};
+use std::fmt::Write;
 use std::panic::Location;
 
 use super::tasks::Task;
 use super::Scheduler;
-use crate::reactor::Direction;
-
-/// What a parked task waits for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Wait {
-    /// Not parked since it last ran (it runs, or waits in the run queue).
-    Nothing,
-    /// A sleep or a deadline.
-    Sleep,
-    /// An fd to become readable or writable.
-    Fd(Direction),
-    /// The end of another task.
-    Join(u64),
-    /// A sync primitive.
-    Sync(Primitive),
-    /// A job on the blocking pool.
-    Blocking,
-}
-
-impl fmt::Display for Wait {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Wait::Nothing => f.write_str("nothing"),
-            Wait::Sleep => f.write_str("a timer"),
-            Wait::Fd(Direction::Read) => f.write_str("an fd to become readable"),
-            Wait::Fd(Direction::Write) => f.write_str("an fd to become writable"),
-            Wait::Join(id) => write!(f, "the end of task {id}"),
-            Wait::Sync(primitive) => primitive.fmt(f),
-            Wait::Blocking => f.write_str("a blocking-pool job"),
-        }
-    }
-}
-
-/// The sync primitive a task waits on, in words (kept one byte, so a task stays small).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Primitive {
-    Mutex,
-    Semaphore,
-    ChannelMessage,
-    ChannelRoom,
-    RendezvousReceiver,
-    Oneshot,
-    Notify,
-    WaitGroup,
-}
-
-impl fmt::Display for Primitive {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Primitive::Mutex => "a Mutex",
-            Primitive::Semaphore => "a Semaphore permit",
-            Primitive::ChannelMessage => "a channel message",
-            Primitive::ChannelRoom => "room in a channel",
-            Primitive::RendezvousReceiver => "a rendezvous channel's receiver",
-            Primitive::Oneshot => "a oneshot value",
-            Primitive::Notify => "a Notify",
-            Primitive::WaitGroup => "a WaitGroup",
-        })
-    }
-}
 
 impl Scheduler {
     /// One line per live task of this loop: its number, name, where it was

@@ -3,12 +3,16 @@
 //! task, as Go's `schedule` does; the root fiber runs the event loop and is
 //! switched to only when nothing is runnable or every `POLL_EVERY` switches.
 //!
-//! This file is the switching (parks, wakes, dispatch, the worker fibers);
-//! `tasks.rs` is the task table and `root_loop.rs` the loop the root runs.
+//! This file is the switching (wakes, dispatch, the worker fibers); `park.rs`
+//! is parking and its words (what a task waits on, why a park ends), `tasks.rs`
+//! the task table and `root_loop.rs` the loop the root runs; `dump.rs` and
+//! `stats.rs` tell what a loop's tasks are doing, in words and in numbers.
 
 mod dump;
 pub(crate) mod lock_waits;
+mod park;
 mod root_loop;
+mod stats;
 mod tasks;
 
 use std::cell::{Cell, RefCell};
@@ -17,13 +21,12 @@ use std::panic::{self, AssertUnwindSafe};
 use std::rc::Rc;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
-use std::time::Instant;
 
 use super::running;
 use crate::fiber::{self, Fiber, Inherited, PanicPayload, StackError};
-use crate::reactor::timer::TimerKey;
-use crate::reactor::{Alarm, Reactor, Turn, Wake};
-pub(crate) use dump::{Primitive, Wait};
+use crate::reactor::{Reactor, Turn};
+pub(crate) use park::{Primitive, Wait, Woken};
+pub use stats::{LoopStats, Parked};
 use tasks::{continue_here, key, live, Task, Tasks};
 
 /// Task switches between two polls for timers and I/O while tasks are runnable (tokio's figure).
@@ -36,15 +39,6 @@ pub(crate) enum Outcome {
     Cancelled,
     /// No stack could be had when the task was to start.
     NoStack(StackError),
-}
-
-/// Why a park returned.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Woken {
-    /// Whatever the task waited for happened (or a spurious wake: callers re-check).
-    Ready,
-    /// A `timeout` scope around the call has expired.
-    TimedOut,
 }
 
 /// One thread's tasks and event loop.
@@ -147,109 +141,6 @@ impl Scheduler {
     /// This scheduler's number: unique in the process, never reused (its reactor's).
     pub(crate) fn id(&self) -> u64 {
         self.reactor.id()
-    }
-
-    /// Parks the running task: `register` learns the `Turn` that ends the park.
-    /// Returns at once with `TimedOut` inside an expired `timeout` scope.
-    ///
-    /// # Panics
-    ///
-    /// Unwinds when the task is cancelled: it is killed at its park point, as
-    /// `Fiber::kill` kills a fiber.
-    pub(crate) fn park(&self, wait: Wait, register: impl FnOnce(Turn)) -> Woken {
-        self.park_unless(wait, |wake| {
-            register(wake);
-            false
-        })
-    }
-
-    /// Like [`park`](Self::park), but when `register` returns true (what the task
-    /// waits for has already happened) it does not park.
-    pub(crate) fn park_unless(&self, wait: Wait, register: impl FnOnce(Turn) -> bool) -> Woken {
-        self.park_inner(wait, register, true)
-    }
-
-    /// Like [`park_unless`](Self::park_unless), ending at `deadline` too (then
-    /// `TimedOut`): one timer entry that wakes this park alone, taken back when the
-    /// park ends. No `timeout` scope, so no clock read.
-    pub(crate) fn park_unless_until(
-        &self,
-        wait: Wait,
-        register: impl FnOnce(Turn) -> bool,
-        deadline: Instant,
-    ) -> Woken {
-        /// Takes the timer back however the park ends (also on a cancellation's unwind).
-        struct Timer<'a>(&'a Reactor, Option<TimerKey>);
-        impl Drop for Timer<'_> {
-            fn drop(&mut self) {
-                if let Some(key) = self.1.take() {
-                    self.0.cancel_timer(key);
-                }
-            }
-        }
-        let mut timer = Timer(&self.reactor, None);
-        let woken = self.park_inner(
-            wait,
-            |turn| {
-                if register(turn) {
-                    return true;
-                }
-                timer.1 = Some(self.reactor.add_timer(deadline, Alarm::Wake(Wake::Continue(turn))));
-                false
-            },
-            true,
-        );
-        let fired = timer.1.take().is_some_and(|key| !self.reactor.cancel_timer(key));
-        if fired {
-            Woken::TimedOut
-        } else {
-            woken
-        }
-    }
-
-    /// Like [`park`](Self::park), for a wake that may come from another thread; when
-    /// not `interruptible`, an expired `timeout` scope does not end it (for waits on
-    /// work that cannot be abandoned, such as a blocking-pool job).
-    pub(crate) fn park_for_waiter(&self, wait: Wait, register: impl FnOnce(Turn), interruptible: bool) -> Woken {
-        struct Waiting<'a>(&'a Cell<usize>);
-        impl Drop for Waiting<'_> {
-            fn drop(&mut self) {
-                self.0.set(self.0.get() - 1);
-            }
-        }
-        self.waiting.set(self.waiting.get() + 1);
-        let _waiting = Waiting(&self.waiting);
-        self.park_inner(
-            wait,
-            |turn| {
-                register(turn);
-                false
-            },
-            interruptible,
-        )
-    }
-
-    fn park_inner(&self, wait: Wait, register: impl FnOnce(Turn) -> bool, interruptible: bool) -> Woken {
-        let id = self.current.get().expect("park is called from a task");
-        let mut tasks = self.tasks.borrow_mut();
-        let task = live(&mut tasks.slab, id).expect("the running task is registered");
-        if task.cancelled {
-            drop(tasks);
-            fiber::kill_running(); // cancelled while it ran
-        }
-        if task.timed_out && interruptible {
-            return Woken::TimedOut;
-        }
-        let turn = Turn { task: id, number: task.turn };
-        task.waits_on = wait;
-        let replaced = continue_here(task);
-        drop(tasks);
-        drop(replaced); // a fiber the task resumed earlier may unwind here, outside the borrow
-        if register(turn) {
-            self.with_task(id, |task| task.turn += 1); // the wake-ups handed out are stale
-            return Woken::Ready;
-        }
-        self.switch_away()
     }
 
     /// Puts the running task at the back of the run queue and lets the others run.

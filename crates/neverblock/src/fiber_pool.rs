@@ -1,5 +1,8 @@
 //! `FiberPool`: NeverBlock's pool — at most n jobs run at once, each on one of n
 //! reused worker fibers; the rest wait in line, first come first served.
+//!
+//! It is built on the public API of `runtime` and `sync` (its idle workers wait
+//! on a `Notify`), so it sits above both.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -42,10 +45,11 @@ type Job = Box<dyn FnOnce()>;
 /// });
 /// ```
 pub struct FiberPool {
-    shared: Rc<Shared>,
+    state: Rc<PoolState>,
 }
 
-struct Shared {
+/// The pool's queue and counters, shared by the handle and every worker fiber.
+struct PoolState {
     size: usize,
     queue: RefCell<VecDeque<Job>>,
     workers: Cell<usize>,
@@ -62,7 +66,7 @@ impl FiberPool {
     /// A pool of at most `size` concurrent jobs (at least 1).
     pub fn new(size: usize) -> FiberPool {
         FiberPool {
-            shared: Rc::new(Shared {
+            state: Rc::new(PoolState {
                 size: size.max(1),
                 queue: RefCell::new(VecDeque::new()),
                 workers: Cell::new(0),
@@ -83,13 +87,13 @@ impl FiberPool {
     ///
     /// Outside a runtime (workers are fibers of this thread's runtime).
     pub fn spawn(&self, job: impl FnOnce() + 'static) {
-        let shared = &self.shared;
-        shared.queue.borrow_mut().push_back(Box::new(job));
-        if shared.idle_workers.get() > 0 {
-            shared.work.notify_one();
-        } else if shared.workers.get() < shared.size {
-            shared.workers.set(shared.workers.get() + 1);
-            let worker = shared.clone();
+        let state = &self.state;
+        state.queue.borrow_mut().push_back(Box::new(job));
+        if state.idle_workers.get() > 0 {
+            state.work.notify_one();
+        } else if state.workers.get() < state.size {
+            state.workers.set(state.workers.get() + 1);
+            let worker = state.clone();
             drop(crate::spawn(move || worker.work()));
         }
     }
@@ -101,38 +105,38 @@ impl FiberPool {
     /// [`Elapsed`] inside an expired [`timeout`](crate::timeout).
     pub fn wait_idle(&self) -> Result<(), Elapsed> {
         while self.busy() + self.queued() > 0 {
-            self.shared.idle.notified()?;
+            self.state.idle.notified()?;
         }
         Ok(())
     }
 
     /// Jobs running now.
     pub fn busy(&self) -> usize {
-        self.shared.busy.get()
+        self.state.busy.get()
     }
 
     /// Jobs waiting for a worker.
     pub fn queued(&self) -> usize {
-        self.shared.queue.borrow().len()
+        self.state.queue.borrow().len()
     }
 
     /// Jobs finished (returned or panicked).
     pub fn completed(&self) -> u64 {
-        self.shared.completed.get()
+        self.state.completed.get()
     }
 
     /// Jobs that panicked.
     pub fn panicked(&self) -> u64 {
-        self.shared.panicked.get()
+        self.state.panicked.get()
     }
 
     /// Worker fibers alive (at most the pool's size).
     pub fn workers(&self) -> usize {
-        self.shared.workers.get()
+        self.state.workers.get()
     }
 }
 
-impl Shared {
+impl PoolState {
     /// A worker: runs queued jobs one after another on this same fiber.
     fn work(&self) {
         loop {
@@ -166,15 +170,15 @@ impl Shared {
 
 impl Drop for FiberPool {
     fn drop(&mut self) {
-        self.shared.closed.set(true);
-        self.shared.work.notify_all();
+        self.state.closed.set(true);
+        self.state.work.notify_all();
     }
 }
 
 impl fmt::Debug for FiberPool {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FiberPool")
-            .field("size", &self.shared.size)
+            .field("size", &self.state.size)
             .field("busy", &self.busy())
             .field("queued", &self.queued())
             .field("completed", &self.completed())

@@ -1,7 +1,8 @@
-//! Value passing: how a value travels with control from one fiber to another.
+//! The value a switch carries: how a value travels with control from one fiber
+//! to another.
 //!
 //! Values travel without boxing: the sender leaves the value in an `Option<T>`
-//! on its own stack, posts its address and type (the thread's parcel), and
+//! on its own stack, posts its address and type in the thread's `State`, and
 //! switches; the receiver checks the type and takes the value. The sender's
 //! stack stays untouched until the sender runs again, which is after the
 //! receiver has taken the value: the first thing any fiber does on waking is
@@ -16,31 +17,31 @@ use super::error::{FiberError, TypeMismatch};
 use super::state::State;
 
 thread_local! {
-    /// The error of an error parcel (rare, so kept off `State`).
+    /// The error a switch carries instead of a value (rare, so kept off `State`).
     static ERROR: RefCell<Option<FiberError>> = const { RefCell::new(None) };
 }
 
-/// The type of the value a parcel's slot holds.
+/// The type of the value a posted slot holds.
 #[derive(Clone, Copy)]
-pub(super) struct Kind {
+pub(super) struct ValueType {
     type_id: TypeId,
     type_name: fn() -> &'static str,
     /// Drops the value in the slot where it lies (when the receiver refuses its type).
     discard: unsafe fn(*mut ()),
 }
 
-/// The kind of `()`, what a [`NOTHING`] slot is taken as.
-pub(super) const UNIT: &Kind =
-    &Kind { type_id: TypeId::of::<()>(), type_name: type_name::<()>, discard: discard::<()> };
+/// The type of `()`, what a [`NOTHING`] slot is taken as.
+pub(super) const UNIT: &ValueType =
+    &ValueType { type_id: TypeId::of::<()>(), type_name: type_name::<()>, discard: discard::<()> };
 
-impl Kind {
-    /// The kind of `T`: one static per type, so posting a value stores one pointer.
-    pub(super) fn of<T: 'static>() -> &'static Kind {
-        const { &Kind { type_id: TypeId::of::<T>(), type_name: type_name::<T>, discard: discard::<T> } }
+impl ValueType {
+    /// The type of `T`: one static per type, so posting a value stores one pointer.
+    pub(super) fn of<T: 'static>() -> &'static ValueType {
+        const { &ValueType { type_id: TypeId::of::<T>(), type_name: type_name::<T>, discard: discard::<T> } }
     }
 }
 
-/// A parcel slot that holds no value: the scheduler's switch, received as `()`.
+/// A posted slot that holds no value: the scheduler's switch, received as `()`.
 pub(super) const NOTHING: *mut () = std::ptr::dangling_mut();
 
 /// Drops the `Option<T>` at `slot` in place, leaving `None`.
@@ -55,13 +56,13 @@ unsafe fn discard<T>(slot: *mut ()) {
 
 #[inline(always)]
 pub(super) fn post_value<T: 'static>(st: &State, slot: &mut Option<T>) {
-    st.parcel_slot.set((slot as *mut Option<T>).cast());
-    st.parcel_kind.set(Kind::of::<T>());
+    st.value_slot.set((slot as *mut Option<T>).cast());
+    st.value_type.set(ValueType::of::<T>());
 }
 
 pub(super) fn post_error(st: &State, error: FiberError) {
     ERROR.with(|e| *e.borrow_mut() = Some(error));
-    st.parcel_slot.set(std::ptr::null_mut());
+    st.value_slot.set(std::ptr::null_mut());
 }
 
 /// Takes what the switch that woke the calling fiber delivered to it, then lets go
@@ -69,49 +70,49 @@ pub(super) fn post_error(st: &State, error: FiberError) {
 /// refused value panics).
 #[inline(always)]
 pub(super) fn receive<R: 'static>(st: &State) -> Result<R, FiberError> {
-    let _settle = Settle(st);
-    let slot = st.parcel_slot.get();
+    let _release = ReleaseSender(st);
+    let slot = st.value_slot.get();
     if st.with_current(|me| me.killed.get()) {
-        drop_parcel(st, slot);
+        drop_unreceived(st, slot);
         super::switch::kill_unwind();
     }
     if slot.is_null() {
-        return Err(ERROR.with(|e| e.borrow_mut().take()).expect("an error parcel has its error"));
+        return Err(ERROR.with(|e| e.borrow_mut().take()).expect("a switch that carries an error has it stored"));
     }
     if slot == NOTHING {
         return unit::<R>().ok_or_else(|| mismatch::<R>(UNIT));
     }
-    let kind = st.parcel_kind.get();
-    if kind.type_id != TypeId::of::<R>() {
+    let sent = st.value_type.get();
+    if sent.type_id != TypeId::of::<R>() {
         // SAFETY: `slot` is an untouched `Option` of the posted type, which `discard`
         // was made for (the sender is suspended, as below). Dropped here, the sender's
         // frame may be abandoned.
-        unsafe { (kind.discard)(slot) };
-        return Err(mismatch::<R>(kind));
+        unsafe { (sent.discard)(slot) };
+        return Err(mismatch::<R>(sent));
     }
     // SAFETY: `slot` is the address of an `Option<R>` (the type ids match) in the
     // sender's frame. The sender is suspended inside `switch` or `finish` and touches
     // the slot again only after it runs again, which needs a switch by a fiber that is
-    // running, which can only be after this returns; `_settle`, which may unwind or
+    // running, which can only be after this returns; `_release`, which may unwind or
     // free the sender, runs after this too.
     let value = unsafe { (*slot.cast::<Option<R>>()).take() };
     Ok(value.expect("a posted value is taken once"))
 }
 
-/// Drops what a parcel delivered without taking it: its error, or the value in
+/// Drops what a switch delivered without taking it: its error, or the value in
 /// the sender's slot.
 #[cold]
-fn drop_parcel(st: &State, slot: *mut ()) {
+fn drop_unreceived(st: &State, slot: *mut ()) {
     if slot.is_null() {
         drop(ERROR.with(|e| e.borrow_mut().take()));
     } else if slot != NOTHING {
-        // SAFETY: `slot` is an untouched `Option` of the posted kind in the suspended
+        // SAFETY: `slot` is an untouched `Option` of the posted type in the suspended
         // sender's frame, as in `receive`.
-        unsafe { (st.parcel_kind.get().discard)(slot) };
+        unsafe { (st.value_type.get().discard)(slot) };
     }
 }
 
-/// `()` as an `R`, when `R` is `()` (what a [`NOTHING`] parcel delivers).
+/// `()` as an `R`, when `R` is `()` (what a [`NOTHING`] slot delivers).
 #[inline(always)]
 fn unit<R: 'static>() -> Option<R> {
     let mut unit = Some(());
@@ -119,15 +120,15 @@ fn unit<R: 'static>() -> Option<R> {
 }
 
 #[cold]
-fn mismatch<R>(found: &Kind) -> FiberError {
+fn mismatch<R>(found: &ValueType) -> FiberError {
     FiberError::TypeMismatch(Box::new(TypeMismatch { expected: type_name::<R>(), found: (found.type_name)() }))
 }
 
 /// Lets go of the fiber that switched here (`handed_off`) and reaps a finished
 /// one, once the value it delivered is taken.
-struct Settle<'a>(&'a State);
+struct ReleaseSender<'a>(&'a State);
 
-impl Drop for Settle<'_> {
+impl Drop for ReleaseSender<'_> {
     #[inline(always)]
     fn drop(&mut self) {
         let st = self.0;
