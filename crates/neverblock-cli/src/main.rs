@@ -40,8 +40,9 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Serve the files under a directory over HTTP/1.1 (a loop per core; Ctrl-C stops gracefully).
-    Serve(serve::ServeArgs),
+    /// Serve the files under a directory over HTTP/1.1, in cleartext or HTTPS (a loop per core; Ctrl-C
+    /// stops gracefully).
+    Serve(Box<serve::ServeArgs>),
     /// Run a benchmark (each prints a table, or JSON rows with --json).
     Bench {
         #[command(subcommand)]
@@ -58,7 +59,7 @@ fn main() -> anyhow::Result<()> {
     init_logging(cli.verbose);
     dump_fibers_on_sigquit();
     match cli.command {
-        Command::Serve(args) => serve::run(args),
+        Command::Serve(args) => serve::run(*args),
         Command::Bench { bench } => bench.run(),
         Command::DelayServer(args) => delay_server::run(args),
         Command::Get(args) => get::run(args),

@@ -344,7 +344,7 @@ impl ServerBuilder {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::Listen`] if the address does not resolve or cannot be bound (in use, not
+    /// [`ErrorKind::Listen`](crate::ErrorKind::Listen) if the address does not resolve or cannot be bound (in use, not
     /// allowed), naming it.
     ///
     /// # Examples

@@ -333,6 +333,12 @@ impl Server {
         let config = Arc::new(settings.config(Arc::new(handler)));
         let signals = if settings.signals() { Some(Signals::install()?) } else { None };
         let handle = ServerHandle { state: state.clone() };
+        if listeners.iter().any(|listener| listener.tls.is_some()) {
+            match neverblock::net::kernel_tls_support() {
+                Ok(()) => log::info!("the kernel offers TLS (kTLS); files over HTTPS are still encrypted here"),
+                Err(e) => log::info!("no kernel TLS ({e}); files over HTTPS are read and encrypted in pieces"),
+            }
+        }
         let loops = settings.loops();
         let mut per_loop: Vec<Vec<(std::net::TcpListener, Option<TlsConfig>)>> =
             (0..loops).map(|_| Vec::new()).collect();

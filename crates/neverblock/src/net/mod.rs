@@ -47,3 +47,24 @@ pub use serve::serve;
 pub use tcp::{TcpListener, TcpStream};
 pub use udp::UdpSocket;
 pub use unix::{UnixListener, UnixStream};
+
+/// Whether the kernel offers TLS on TCP sockets (kTLS: `setsockopt(TCP_ULP, "tls")` on a
+/// connected socket), which would let a TLS server send files with `sendfile(2)`. Probed on a
+/// loopback connection made for the purpose; a server asks once, at start.
+///
+/// # Errors
+///
+/// The kernel's refusal: `ENOENT` when it has no `tls` module (`modprobe tls` loads it where the
+/// kernel was built with it), or the error making the loopback connection.
+///
+/// # Examples
+///
+/// ```
+/// match neverblock::net::kernel_tls_support() {
+///     Ok(()) => println!("kernel TLS is available"),
+///     Err(e) => println!("no kernel TLS: {e}"),
+/// }
+/// ```
+pub fn kernel_tls_support() -> std::io::Result<()> {
+    crate::sys::kernel_tls::probe()
+}

@@ -14,7 +14,10 @@
 //! - [`overflow`]: a fault handler that recognises a fault in a fiber stack's guard
 //!   page and stops the process with a message that says so. `unsafe`, through
 //!   `libc`: rustix has no signal handlers.
+//! - [`kernel_tls`]: whether the kernel offers TLS on TCP sockets. `unsafe`, through
+//!   `libc`: rustix has no `TCP_ULP`.
 
 pub(crate) mod epoll;
+pub(crate) mod kernel_tls;
 pub(crate) mod memory;
 pub(crate) mod overflow;

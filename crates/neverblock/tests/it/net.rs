@@ -405,3 +405,14 @@ fn io_wait_readable_works_on_a_socket_its_owner_registered_already() {
     });
     assert_eq!(&got, b"x");
 }
+
+#[test]
+fn kernel_tls_support_is_what_the_kernel_has() {
+    // The kernel loads its `tls` module on demand when it has one; the probe has asked by now.
+    let probed = neverblock::net::kernel_tls_support();
+    let has_module = std::path::Path::new("/sys/module/tls").exists();
+    assert_eq!(probed.is_ok(), has_module, "{probed:?}");
+    if let Err(e) = probed {
+        assert_eq!(e.raw_os_error(), Some(rustix::io::Errno::NOENT.raw_os_error()), "{e}");
+    }
+}

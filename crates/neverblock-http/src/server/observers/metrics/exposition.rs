@@ -5,16 +5,10 @@ use std::fmt::Write;
 
 use super::counters::{Totals, BOUNDS, CLASSES, HANDSHAKE_OUTCOMES, METHODS, TLS_VERSIONS, UPSTREAM_ERRORS};
 use crate::server::ServerStats;
+use neverblock::runtime::LoopStats;
 
 /// The page's media type.
 pub(super) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
-
-/// What one event loop of the server's runtime holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct LoopState {
-    pub(super) fibers: usize,
-    pub(super) runnable: usize,
-}
 
 /// What a page shows.
 pub(super) struct Page<'a> {
@@ -22,7 +16,7 @@ pub(super) struct Page<'a> {
     pub(super) downloads: i64,
     pub(super) proxied_in_flight: i64,
     pub(super) server: Option<ServerStats>,
-    pub(super) loops: &'a [LoopState],
+    pub(super) loops: &'a [LoopStats],
 }
 
 /// Starts a metric: its help and type lines.
@@ -88,14 +82,18 @@ impl Page<'_> {
             }
         }
         if !self.loops.is_empty() {
-            let help = "Live fibers (tasks) of each event loop, the page's own probe not counted.";
-            family(&mut out, "neverblock_fibers", "gauge", help);
-            for (index, state) in self.loops.iter().enumerate() {
-                sample(&mut out, "neverblock_fibers", &format!("{{loop=\"{index}\"}}"), state.fibers);
+            family(&mut out, "neverblock_fibers", "gauge", "Live fibers (tasks) of each event loop.");
+            for stats in self.loops {
+                sample(&mut out, "neverblock_fibers", &format!("{{loop=\"{}\"}}", stats.index), stats.tasks);
             }
             family(&mut out, "neverblock_run_queue_length", "gauge", "Fibers ready to run on each event loop.");
-            for (index, state) in self.loops.iter().enumerate() {
-                sample(&mut out, "neverblock_run_queue_length", &format!("{{loop=\"{index}\"}}"), state.runnable);
+            for stats in self.loops {
+                sample(
+                    &mut out,
+                    "neverblock_run_queue_length",
+                    &format!("{{loop=\"{}\"}}", stats.index),
+                    stats.runnable,
+                );
             }
         }
         out
@@ -115,28 +113,9 @@ impl Page<'_> {
     }
 }
 
-/// Reads a loop's state from the runtime's dump of it (`loop N (K tasks):`, then a line per task
-/// ending in `runs`, `is runnable` or what it is parked on). The runtime has no counters to read
-/// instead; the probe that made the dump is the task that `runs`, and is not counted.
-pub(super) fn parse_dump(dump: &str) -> Option<LoopState> {
-    let first = dump.lines().next()?;
-    let tasks = first.split_once(" (")?.1.split_once(" tasks):")?.0.parse::<usize>().ok()?;
-    let runnable = dump.lines().skip(1).filter(|line| line.ends_with(" is runnable")).count();
-    Some(LoopState { fibers: tasks.saturating_sub(1), runnable })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_loops_dump_gives_its_fibers_and_run_queue() {
-        let dump = "loop 3 (4 tasks):\n  task 1 \"accept\" (spawned at a.rs:1:1) is parked on an fd\n  \
-                    task 2 (spawned at b.rs:2:2) is runnable\n  task 3 (spawned at c.rs:3:3) is runnable\n  \
-                    task 4 (spawned at d.rs:4:4) runs\n";
-        assert_eq!(parse_dump(dump), Some(LoopState { fibers: 3, runnable: 2 }));
-        assert_eq!(parse_dump("no neverblock runtime runs in this process\n"), None);
-    }
 
     #[test]
     fn histogram_buckets_are_cumulative_and_end_at_the_count() {

@@ -4,8 +4,8 @@
 //! in the text exposition format.
 //!
 //! The counters are sharded by event loop (`counters.rs`) and summed when the page is made
-//! (`exposition.rs`); the runtime's state is read from a dump of each loop, made by a fiber
-//! started there.
+//! (`exposition.rs`); the runtime's state is its `runtime::stats()`, which each loop counts on its
+//! own thread when asked.
 
 mod counters;
 mod exposition;
@@ -18,7 +18,7 @@ use std::sync::{Arc, OnceLock};
 #[cfg(feature = "client")]
 use counters::UPSTREAM_ERRORS;
 use counters::{Counters, TLS_VERSIONS};
-use exposition::{parse_dump, LoopState, Page, CONTENT_TYPE};
+use exposition::{Page, CONTENT_TYPE};
 
 use crate::server::{Body, Exchange, Handler, Handshake, HandshakeOutcome, Request, Response, ServerHandle};
 #[cfg(feature = "client")]
@@ -223,7 +223,7 @@ impl Metrics {
     }
 
     /// The page: every metric in the text exposition format. Inside a runtime it includes each
-    /// event loop's fibers and run queue (a fiber started on each loop reads them).
+    /// event loop's fibers and run queue (`neverblock::runtime::stats`).
     ///
     /// # Examples
     ///
@@ -236,7 +236,7 @@ impl Metrics {
     pub fn page(&self) -> String {
         let counters = &self.inner.counters;
         let totals = counters.totals();
-        let loops = loop_states();
+        let loops = neverblock::runtime::stats();
         Page {
             totals: &totals,
             downloads: counters.downloads.load(Relaxed),
@@ -285,17 +285,6 @@ impl Metrics {
             }
         }
     }
-}
-
-/// Each event loop's state, read on the loop itself by a fiber started there; none outside a task.
-fn loop_states() -> Vec<LoopState> {
-    if neverblock::current_task_id().is_none() {
-        return Vec::new();
-    }
-    let probes: Vec<_> = (0..neverblock::runtime::thread_count())
-        .map(|index| neverblock::runtime::spawn_on(index, neverblock::runtime::dump))
-        .collect();
-    probes.into_iter().filter_map(|probe| probe.join().ok().flatten().as_deref().and_then(parse_dump)).collect()
 }
 
 /// The handler [`Metrics::serve`] makes: the page at its path, the inner handler for the rest.
