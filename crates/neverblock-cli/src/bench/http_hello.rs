@@ -44,6 +44,7 @@ pub(crate) fn run(args: HelloArgs) -> anyhow::Result<()> {
         name: "neverblock",
         start: Box::new(|workers| Some(servers::neverblock(Content::Hello, workers))),
     }];
+    contenders.extend(args.load.baseline(|bin, workers| servers::neverblock_at(bin, Content::Hello, workers)));
     if args.common.peers {
         // Built now, not on the first start, which runs pinned to the server's CPUs.
         let _ = (peers::go_http_server(), peers::minihttp_binary());

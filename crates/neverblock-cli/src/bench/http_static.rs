@@ -41,6 +41,7 @@ pub(crate) fn run(args: StaticArgs) -> anyhow::Result<()> {
         name: "neverblock",
         start: Box::new(|workers| Some(servers::neverblock(Content::Files(root), workers))),
     }];
+    contenders.extend(args.load.baseline(|bin, workers| servers::neverblock_at(bin, Content::Files(root), workers)));
     if args.common.peers {
         let _ = peers::go_http_server();
         contenders

@@ -45,6 +45,11 @@ pub(crate) fn run(args: ProxyHelloArgs) -> anyhow::Result<()> {
         },
         Contender { name: "upstream-alone", start: Box::new(|workers| Some(upstream(workers))) },
     ];
+    contenders.extend(args.load.baseline(|bin, workers| {
+        let up = upstream(workers)?;
+        let proxy = servers::neverblock_at(bin, Content::Proxy { upstream: up.addr, files }, workers)?;
+        Ok(proxy.in_front_of(up))
+    }));
     if args.common.peers {
         contenders.push(Contender {
             name: "nginx",

@@ -179,7 +179,12 @@ fn process_cpu_time(pid: u32) -> Duration {
 /// Starts neverblock's server: the hello handler, `neverblock serve` over a directory, or
 /// `neverblock serve --upstream` in front of an application.
 pub(crate) fn neverblock(content: Content<'_>, workers: usize) -> anyhow::Result<ServerChild> {
-    let mut command = Command::new(std::env::current_exe()?);
+    neverblock_at(&std::env::current_exe()?, content, workers)
+}
+
+/// The same server from the `neverblock` binary at `bin` (another build, to compare).
+pub(crate) fn neverblock_at(bin: &Path, content: Content<'_>, workers: usize) -> anyhow::Result<ServerChild> {
+    let mut command = Command::new(bin);
     match content {
         Content::Hello => command.args(["bench", "serve-hello"]),
         Content::Files(dir) => command.arg("serve").arg(dir),

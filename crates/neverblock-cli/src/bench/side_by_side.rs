@@ -9,6 +9,7 @@
 //! rounds (`calm` 1), where every server met the same quiet machine, or over all rounds (`calm` 0)
 //! when none was.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Args;
@@ -34,6 +35,21 @@ pub(crate) struct LoadArgs {
     /// run); rows give medians.
     #[arg(long, default_value_t = 3)]
     pub(crate) runs: usize,
+    /// Also measure the `neverblock` binary at this path (another build) in the same alternating
+    /// rounds, as the row `baseline`: a change's speed, before against after, in one run.
+    #[arg(long, value_name = "BIN")]
+    pub(crate) baseline: Option<PathBuf>,
+}
+
+impl LoadArgs {
+    /// The `baseline` contender, when `--baseline` names a binary: `start` given its path.
+    pub(crate) fn baseline<'a>(
+        &'a self,
+        start: impl Fn(&Path, usize) -> anyhow::Result<ServerChild> + 'a,
+    ) -> Option<Contender<'a>> {
+        let bin = self.baseline.as_deref()?;
+        Some(Contender { name: "baseline", start: Box::new(move |workers| Some(start(bin, workers))) })
+    }
 }
 
 /// One server to measure: its row name and how to start it with a number of workers (`None`: not

@@ -95,15 +95,9 @@ impl WaitLimit {
     }
 }
 
-/// A connection's stream and the limits its reads and writes wait under; a cheap handle (clones
-/// share them).
-#[derive(Clone, Debug)]
-pub(crate) struct TimedStream {
-    inner: Rc<Limited>,
-}
-
+/// A connection's stream and the limits its reads and writes wait under.
 #[derive(Debug)]
-struct Limited {
+pub(crate) struct TimedStream {
     stream: Rc<TcpStream>,
     read: Cell<WaitLimit>,
     write: Cell<WaitLimit>,
@@ -111,20 +105,19 @@ struct Limited {
 
 impl TimedStream {
     pub(crate) fn new(stream: Rc<TcpStream>) -> TimedStream {
-        let inner = Limited { stream, read: Cell::new(WaitLimit::Unbounded), write: Cell::new(WaitLimit::Unbounded) };
-        TimedStream { inner: Rc::new(inner) }
+        TimedStream { stream, read: Cell::new(WaitLimit::Unbounded), write: Cell::new(WaitLimit::Unbounded) }
     }
 
     pub(crate) fn stream(&self) -> &TcpStream {
-        &self.inner.stream
+        &self.stream
     }
 
     pub(crate) fn set_read_limit(&self, limit: WaitLimit) {
-        self.inner.read.set(limit);
+        self.read.set(limit);
     }
 
     pub(crate) fn set_write_limit(&self, limit: WaitLimit) {
-        self.inner.write.set(limit);
+        self.write.set(limit);
     }
 
     /// One read, under the read limit.
@@ -132,8 +125,9 @@ impl TimedStream {
     /// # Errors
     ///
     /// The read's error; `TimedOut` past the limit.
+    #[inline]
     pub(crate) fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
-        self.timed(&self.inner.read, |mut s| io::Read::read(&mut s, buf), TcpStream::set_read_timeout)
+        self.timed(&self.read, |mut s| io::Read::read(&mut s, buf), TcpStream::set_read_timeout)
     }
 
     /// One write, under the write limit.
@@ -141,8 +135,9 @@ impl TimedStream {
     /// # Errors
     ///
     /// The write's error; `TimedOut` past the limit.
+    #[inline]
     pub(crate) fn write(&self, buf: &[u8]) -> io::Result<usize> {
-        self.timed(&self.inner.write, |mut s| io::Write::write(&mut s, buf), TcpStream::set_write_timeout)
+        self.timed(&self.write, |mut s| io::Write::write(&mut s, buf), TcpStream::set_write_timeout)
     }
 
     /// Writes all of `bytes`, under the write limit.
@@ -169,10 +164,11 @@ impl TimedStream {
     ///
     /// As [`TcpStream::send_file`].
     pub(crate) fn send_file(&self, file: &File, offset: u64, len: usize) -> io::Result<usize> {
-        self.timed(&self.inner.write, |s| s.send_file(file, offset, len), TcpStream::set_write_timeout)
+        self.timed(&self.write, |s| s.send_file(file, offset, len), TcpStream::set_write_timeout)
     }
 
     /// Runs `op` on the stream under `limit`, set as the stream's timeout by `set`.
+    #[inline]
     fn timed(
         &self,
         limit: &Cell<WaitLimit>,
@@ -181,8 +177,8 @@ impl TimedStream {
     ) -> io::Result<usize> {
         let start = Instant::now();
         let current = limit.get();
-        set(&self.inner.stream, current.timeout(start)?)?;
-        let n = op(&self.inner.stream)?;
+        set(&self.stream, current.timeout(start)?)?;
+        let n = op(&self.stream)?;
         limit.set(current.after(start, Instant::now(), n));
         Ok(n)
     }

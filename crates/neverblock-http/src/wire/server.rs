@@ -243,8 +243,25 @@ fn request_framing(fields: &FramingFields<'_>, version: u8, limits: &Limits) -> 
 /// those of a registered name, an IP literal in brackets, or an IPv4 address (empty is allowed:
 /// a target without an authority). Only the bytes are checked, as Go's `ValidHostHeader` does.
 fn is_valid_host(value: &[u8]) -> bool {
-    value.iter().all(|&b| b.is_ascii_alphanumeric() || b"-._~%!$&'()*+,;=:[]".contains(&b))
+    value.iter().all(|&b| HOST_BYTES[usize::from(b)])
 }
+
+/// The bytes a `Host` value may hold: letters, digits and `-._~%!$&'()*+,;=:[]`, one lookup a byte.
+const HOST_BYTES: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        table[b] = (b as u8).is_ascii_alphanumeric();
+        b += 1;
+    }
+    let others = b"-._~%!$&'()*+,;=:[]";
+    let mut i = 0;
+    while i < others.len() {
+        table[others[i] as usize] = true;
+        i += 1;
+    }
+    table
+};
 
 /// Where the path and the query lie in `target`, by its form (RFC 9112 §3.2): origin (`/a?b`),
 /// absolute (`http://h/a?b`), or `*` for `OPTIONS`. `CONNECT`'s authority form is not served.

@@ -30,6 +30,7 @@ pub(crate) fn is_token(s: &str) -> bool {
 }
 
 /// Appends one field, `name: value`.
+#[inline]
 pub(crate) fn write_field(out: &mut Vec<u8>, name: &str, value: &[u8]) {
     out.extend_from_slice(name.as_bytes());
     out.extend_from_slice(b": ");
@@ -38,6 +39,7 @@ pub(crate) fn write_field(out: &mut Vec<u8>, name: &str, value: &[u8]) {
 }
 
 /// Appends `Content-Length: <n>`.
+#[inline]
 pub(crate) fn write_content_length(out: &mut Vec<u8>, n: u64) {
     let mut digits = [0u8; 20];
     let mut at = digits.len();

@@ -247,7 +247,9 @@ fn answer(
     socket.set_write_limit(WaitLimit::MinRate(MinRate::new(config.timeouts.send, config.timeouts.min_rate)));
     let cx = Context { head_request: head.method() == "HEAD", version: message.version, close };
     let sent = write::send(&socket, &mut response, cx);
-    report(server_loop, Received::Head(head), Some(&parts), &response, sent, addresses, started);
+    if let Some(started) = started {
+        report(server_loop, Received::Head(head), Some(&parts), &response, sent, addresses, started);
+    }
     if !sent.complete {
         return false;
     }
@@ -302,7 +304,9 @@ fn refuse(server_loop: &ServerLoop, socket: &Socket, refusal: &Refusal, head: Re
     socket.set_write_limit(WaitLimit::MinRate(MinRate::new(timeouts.send, timeouts.min_rate)));
     let cx = Context { head_request: false, version: 1, close: true };
     let sent = write::send(socket, &mut response, cx);
-    report(server_loop, head, None, &response, sent, addresses, started);
+    if let Some(started) = started {
+        report(server_loop, head, None, &response, sent, addresses, started);
+    }
     if sent.complete {
         linger(socket);
     }
@@ -316,9 +320,9 @@ fn report(
     response: &Response,
     sent: Sent,
     addresses: Addresses<'_>,
-    started: Option<Started>,
+    started: Started,
 ) {
-    if let (Some(hook), Some(started)) = (&server_loop.config.hook, started) {
+    if let Some(hook) = &server_loop.config.hook {
         let (head, line) = match head {
             Received::Head(head) => (Some(head), None),
             Received::Line(line) => (None, line),

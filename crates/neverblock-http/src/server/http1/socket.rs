@@ -9,7 +9,7 @@ use std::io::{self, Read, Write};
 use std::rc::Rc;
 
 use crate::server::timed::{TimedStream, WaitLimit};
-use crate::server::tls::TlsSession;
+use crate::server::tls::{TimedIo, TlsSession};
 use neverblock::net::TcpStream;
 
 /// How much of a file is read and encrypted at a time over TLS (`sendfile(2)` cannot carry it).
@@ -19,50 +19,54 @@ const FILE_PIECE: usize = 64 * 1024;
 /// writers hold it alike.
 #[derive(Clone)]
 pub(super) struct Socket {
+    inner: Rc<Inner>,
+}
+
+struct Inner {
     timed: TimedStream,
     /// The TLS session the bytes go through, on an HTTPS connection.
-    tls: Option<Rc<RefCell<TlsSession>>>,
+    tls: Option<RefCell<TlsSession>>,
     /// Response bytes to write before the next read (see [`Socket::queue`]).
-    pending: Rc<RefCell<Vec<u8>>>,
+    pending: RefCell<Vec<u8>>,
 }
 
 impl Socket {
     pub(super) fn new(timed: TimedStream, tls: Option<TlsSession>) -> Socket {
-        Socket { timed, tls: tls.map(|session| Rc::new(RefCell::new(session))), pending: Rc::default() }
+        Socket { inner: Rc::new(Inner { timed, tls: tls.map(RefCell::new), pending: RefCell::default() }) }
     }
 
     pub(super) fn stream(&self) -> &TcpStream {
-        self.timed.stream()
+        self.inner.timed.stream()
     }
 
     pub(super) fn set_read_limit(&self, limit: WaitLimit) {
-        self.timed.set_read_limit(limit);
+        self.inner.timed.set_read_limit(limit);
     }
 
     pub(super) fn set_write_limit(&self, limit: WaitLimit) {
-        self.timed.set_write_limit(limit);
+        self.inner.timed.set_write_limit(limit);
     }
 
     /// Appends `bytes` to what is written before the next read, or by [`flush`](Socket::flush).
     pub(super) fn queue(&self, bytes: &[u8]) {
-        self.pending.borrow_mut().extend_from_slice(bytes);
+        self.inner.pending.borrow_mut().extend_from_slice(bytes);
     }
 
     /// The bytes waiting to be written, to append to.
     pub(super) fn pending(&self) -> RefMut<'_, Vec<u8>> {
-        self.pending.borrow_mut()
+        self.inner.pending.borrow_mut()
     }
 
     /// Takes the bytes waiting to be written (and their allocation), to write them with more; give
     /// the buffer back with [`give_back`](Socket::give_back).
     pub(super) fn take_pending(&self) -> Vec<u8> {
-        self.pending.take()
+        self.inner.pending.take()
     }
 
     /// Puts back a buffer [`take_pending`](Socket::take_pending) took, with the bytes in it that
     /// are still to be written.
     pub(super) fn give_back(&self, bytes: Vec<u8>) {
-        let mut pending = self.pending.borrow_mut();
+        let mut pending = self.inner.pending.borrow_mut();
         debug_assert!(pending.is_empty(), "nothing is queued while the buffer is out");
         *pending = bytes;
     }
@@ -73,12 +77,12 @@ impl Socket {
     ///
     /// The write's error (`TimedOut` past the write limit).
     pub(super) fn flush(&self) -> io::Result<()> {
-        let mut pending = self.pending.take();
+        let mut pending = self.inner.pending.take();
         let result = self.write_all_through(&pending);
         pending.clear();
         // Keep the allocation for the next response, unless it grew large.
         if pending.capacity() <= 64 * 1024 {
-            *self.pending.borrow_mut() = pending;
+            *self.inner.pending.borrow_mut() = pending;
         }
         result
     }
@@ -92,8 +96,8 @@ impl Socket {
     /// As [`TcpStream::send_file`], or the file's read error.
     pub(super) fn send_file(&self, file: &File, offset: u64, len: usize) -> io::Result<usize> {
         self.flush()?;
-        if self.tls.is_none() {
-            return self.timed.send_file(file, offset, len);
+        if self.inner.tls.is_none() {
+            return self.inner.timed.send_file(file, offset, len);
         }
         let piece = read_piece(file, offset, len.min(FILE_PIECE))?;
         self.write_all_through(&piece)?;
@@ -103,26 +107,28 @@ impl Socket {
     /// Ends a TLS session with `close_notify`, so the client knows the response was not cut short;
     /// nothing in cleartext.
     pub(super) fn close_notify(&self) {
-        if let Some(tls) = &self.tls {
+        if let Some(tls) = &self.inner.tls {
             let mut session = tls.borrow_mut();
-            session.conn.send_close_notify();
-            let _ = session.flush();
+            session.send_close_notify();
+            let _ = rustls::Stream::new(&mut *session, &mut TimedIo(&self.inner.timed)).flush();
         }
     }
 
     /// Writes the queued bytes, if any.
+    #[inline]
     fn flush_queued(&self) -> io::Result<()> {
-        if self.pending.borrow().is_empty() {
+        if self.inner.pending.borrow().is_empty() {
             return Ok(());
         }
         self.flush()
     }
 
     /// Writes all of `bytes` to the client, through TLS on an HTTPS connection.
+    #[inline]
     fn write_all_through(&self, bytes: &[u8]) -> io::Result<()> {
-        match &self.tls {
-            None => self.timed.write_all(bytes),
-            Some(tls) => tls.borrow_mut().write_all(bytes),
+        match &self.inner.tls {
+            None => self.inner.timed.write_all(bytes),
+            Some(tls) => rustls::Stream::new(&mut *tls.borrow_mut(), &mut TimedIo(&self.inner.timed)).write_all(bytes),
         }
     }
 }
@@ -152,9 +158,10 @@ impl Read for Socket {
     /// Writes the queued response bytes first: the client may be waiting for them before it sends more.
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.flush_queued()?;
-        match &self.tls {
-            None => self.timed.read(buf),
-            Some(tls) => tls.borrow_mut().read(buf),
+        let inner = &*self.inner;
+        match &inner.tls {
+            None => inner.timed.read(buf),
+            Some(tls) => rustls::Stream::new(&mut *tls.borrow_mut(), &mut TimedIo(&inner.timed)).read(buf),
         }
     }
 }
@@ -163,9 +170,10 @@ impl Write for Socket {
     /// Writes the queued bytes first, then `buf`.
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.flush_queued()?;
-        match &self.tls {
-            None => self.timed.write(buf),
-            Some(tls) => tls.borrow_mut().write(buf),
+        let inner = &*self.inner;
+        match &inner.tls {
+            None => inner.timed.write(buf),
+            Some(tls) => rustls::Stream::new(&mut *tls.borrow_mut(), &mut TimedIo(&inner.timed)).write(buf),
         }
     }
 
@@ -176,6 +184,6 @@ impl Write for Socket {
 
 impl std::fmt::Debug for Socket {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Socket").field("tls", &self.tls.is_some()).finish_non_exhaustive()
+        f.debug_struct("Socket").field("tls", &self.inner.tls.is_some()).finish_non_exhaustive()
     }
 }

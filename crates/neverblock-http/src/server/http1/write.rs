@@ -19,6 +19,7 @@ use crate::wire::is_named;
 use crate::wire::server::{reason_phrase, write_status_line};
 use crate::wire::write::{
     is_valid_field, send_bytes, send_streamed, write_content_length, write_field, Cause, StreamError, Streamed,
+    COALESCE,
 };
 
 /// A file range this short, when in the page cache, is copied into the response's one write: a
@@ -138,6 +139,12 @@ impl From<StreamError> for Failure {
 fn send_body(socket: &Socket, body: Body, chunked: bool) -> Result<u64, Failure> {
     match body {
         Body::Empty => Ok(0),
+        // A short body joins the head in the queue, as `send_bytes` would stage it, without taking
+        // the queue out of the socket.
+        Body::Bytes(bytes) if bytes.len() <= COALESCE => {
+            socket.queue(&bytes);
+            Ok(bytes.len() as u64)
+        }
         Body::Bytes(bytes) => with_queue(socket, |out, staged| {
             send_bytes(out, staged, &bytes)?;
             Ok(bytes.len() as u64)

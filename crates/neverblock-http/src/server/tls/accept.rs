@@ -5,13 +5,14 @@
 use std::io::{self, Read, Write};
 use std::time::{Duration, Instant};
 
-use rustls::{ServerConnection, StreamOwned};
+use rustls::ServerConnection;
 
 use super::{names, TlsConfig, TlsInfo, BUFFER_LIMIT};
 use crate::server::timed::{TimedStream, WaitLimit};
 
-/// A connection's TLS session over its timed stream: `Read` and `Write` of plaintext.
-pub(crate) type TlsSession = StreamOwned<ServerConnection, TimedIo>;
+/// A connection's TLS session: its plaintext read and written through
+/// `rustls::Stream::new(session, &mut TimedIo(stream))`.
+pub(crate) type TlsSession = ServerConnection;
 
 /// The first byte of a TLS record that carries a handshake message.
 const HANDSHAKE_RECORD: u8 = 0x16;
@@ -23,15 +24,15 @@ const PLAIN_HTTP_DRAIN: usize = 64 * 1024;
 
 /// A connection's timed stream, as rustls reads and writes it.
 #[derive(Debug)]
-pub(crate) struct TimedIo(TimedStream);
+pub(crate) struct TimedIo<'s>(pub(crate) &'s TimedStream);
 
-impl Read for TimedIo {
+impl Read for TimedIo<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.0.read(buf)
     }
 }
 
-impl Write for TimedIo {
+impl Write for TimedIo<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.0.write(buf)
     }
@@ -73,7 +74,7 @@ pub(crate) fn handshake(
     stream.set_read_limit(WaitLimit::Unbounded);
     stream.set_write_limit(WaitLimit::Unbounded);
     let session = session?;
-    let info = info_of(&session.conn);
+    let info = info_of(&session);
     Ok((session, info))
 }
 
@@ -94,7 +95,7 @@ fn run(stream: &TimedStream, config: &TlsConfig) -> Result<TlsSession, Handshake
     }
     let mut conn = ServerConnection::new(config.rustls().clone()).map_err(|e| HandshakeEnd::Failed(e.to_string()))?;
     conn.set_buffer_limit(Some(BUFFER_LIMIT));
-    let mut io = TimedIo(stream.clone());
+    let mut io = TimedIo(stream);
     // The bytes read to look at go to rustls first, as if it had read them.
     conn.read_tls(&mut &first[..n]).map_err(|e| HandshakeEnd::Failed(e.to_string()))?;
     if let Err(e) = conn.process_new_packets() {
@@ -108,7 +109,7 @@ fn run(stream: &TimedStream, config: &TlsConfig) -> Result<TlsSession, Handshake
             Err(e) => return Err(ended_by(e)),
         }
     }
-    Ok(StreamOwned::new(conn, io))
+    Ok(conn)
 }
 
 /// The end a stream error during the handshake makes.

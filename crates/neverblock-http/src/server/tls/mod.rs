@@ -29,7 +29,7 @@ use rustls::server::ServerSessionMemoryCache;
 use rustls::{CipherSuite, NamedGroup, ServerConfig};
 
 use crate::error::{Error, ErrorKind};
-pub(crate) use accept::{handshake, HandshakeEnd, TlsSession};
+pub(crate) use accept::{handshake, HandshakeEnd, TimedIo, TlsSession};
 use certs::{CertPair, CertStore};
 
 /// The cipher suites of Mozilla's "intermediate" configuration that rustls has (it has no DHE).
