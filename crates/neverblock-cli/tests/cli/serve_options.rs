@@ -12,6 +12,8 @@ use std::time::{Duration, Instant, SystemTime};
 pub(crate) struct Serving {
     child: Child,
     addr: String,
+    /// Where it listens over TLS, when asked to (`--tls-listen`).
+    pub(crate) tls_addr: Option<String>,
     stdout: Arc<Mutex<String>>,
     stderr: Arc<Mutex<String>>,
     collectors: Vec<JoinHandle<()>>,
@@ -40,12 +42,15 @@ impl Serving {
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
         stdout.read_line(&mut line).unwrap();
-        let url = line.split_whitespace().find(|w| w.starts_with("http://")).unwrap_or_default();
-        assert!(line.starts_with("serving ") && !url.is_empty(), "the startup line says where: {line:?}");
-        let addr = url.trim_start_matches("http://").trim_end_matches('/').to_owned();
+        let addr_of = |scheme: &str| {
+            let url = line.split_whitespace().find_map(|w| w.strip_prefix(scheme))?;
+            Some(url.trim_end_matches('/').to_owned())
+        };
+        let (addr, tls_addr) = (addr_of("http://"), addr_of("https://"));
+        assert!(line.starts_with("serving ") && addr.is_some(), "the startup line says where: {line:?}");
         let (out, err) = (Arc::new(Mutex::new(String::new())), Arc::new(Mutex::new(String::new())));
         let collectors = vec![collect(stdout, out.clone()), collect(child.stderr.take().unwrap(), err.clone())];
-        Serving { child, addr, stdout: out, stderr: err, collectors }
+        Serving { child, addr: addr.unwrap(), tls_addr, stdout: out, stderr: err, collectors }
     }
 
     /// Sends `request` on a fresh connection and returns everything that comes back.
@@ -111,13 +116,13 @@ fn clf_at_plus_0530(at: SystemTime) -> String {
     format!("[{}/{}/{}:{} +0530]", parts[1], parts[2], parts[3], parts[4])
 }
 
-fn site(name: &str) -> crate::Dir {
+pub(crate) fn site(name: &str) -> crate::Dir {
     let dir = crate::Dir::new(name);
     std::fs::write(dir.0.join("hello.txt"), "hello, file\n").unwrap();
     dir
 }
 
-fn dir_arg(dir: &crate::Dir) -> &str {
+pub(crate) fn dir_arg(dir: &crate::Dir) -> &str {
     dir.0.to_str().unwrap()
 }
 
