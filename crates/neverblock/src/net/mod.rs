@@ -44,7 +44,7 @@ pub use addr::ToSocketAddrs;
 /// How many connections may wait to be accepted; the kernel caps it at `net.core.somaxconn`.
 const BACKLOG: i32 = 4096;
 pub use serve::serve;
-pub use tcp::{TcpListener, TcpStream};
+pub use tcp::{KeepAlive, TcpListener, TcpStream};
 pub use udp::UdpSocket;
 pub use unix::{UnixListener, UnixStream};
 

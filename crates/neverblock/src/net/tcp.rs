@@ -43,6 +43,19 @@ pub struct TcpStream {
     io: NonBlocking<std::net::TcpStream>,
 }
 
+/// When TCP keepalive probes go out on an idle connection: the first after `idle` without
+/// traffic, then one every `interval`, the connection dropped after `retries` unanswered ones.
+/// A dead peer is found after about `idle + interval * retries`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeepAlive {
+    /// Idle time before the first probe.
+    pub idle: Duration,
+    /// Time between probes.
+    pub interval: Duration,
+    /// Unanswered probes before the connection is dropped.
+    pub retries: u32,
+}
+
 impl TcpStream {
     /// Connects to the first address of `addr` that accepts (a host name is
     /// resolved on the blocking pool).
@@ -107,7 +120,25 @@ impl TcpStream {
                 }
             }
         }
+        stream.refuse_self_connect(addr)?;
         Ok(stream)
+    }
+
+    /// Refuses a connection to itself. When nothing listens on a loopback port inside the
+    /// kernel's ephemeral range, a connect can be given that very port as its source and
+    /// "succeed" by TCP's simultaneous open: the client then reads its own writes, and holds the
+    /// port a server wants to bind. Such a connection is closed at once and reported as refused,
+    /// which it is (Go's dialer does the same).
+    fn refuse_self_connect(&self, addr: &SocketAddr) -> io::Result<()> {
+        if self.local_addr()? == self.peer_addr()? {
+            // Closed with a reset, so the port is not held in TIME_WAIT either.
+            socket2::SockRef::from(self.io.get_ref()).set_linger(Some(Duration::ZERO))?;
+            return Err(io::Error::new(
+                io::ErrorKind::ConnectionRefused,
+                format!("nothing listens on {addr} (the connect reached its own source port)"),
+            ));
+        }
+        Ok(())
     }
 
     /// Wraps a std stream, switching it to non-blocking mode.
@@ -303,6 +334,86 @@ impl TcpStream {
     /// ```
     pub fn try_peek(&self, buf: &mut [u8]) -> io::Result<usize> {
         self.io.try_peek(buf)
+    }
+
+    /// Turns TCP keepalive probing on with `keepalive`'s timing, or off with `None`: a peer that
+    /// vanished (a dead network, a crashed host) is then found while the connection is idle,
+    /// and a fiber reading it gets an error instead of waiting forever.
+    ///
+    /// # Errors
+    ///
+    /// The system call's error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use neverblock::net::{KeepAlive, TcpListener, TcpStream};
+    ///
+    /// let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    /// let addr = listener.local_addr().unwrap();
+    /// let stream = neverblock::run(move || TcpStream::connect(addr)).unwrap();
+    /// let probing = KeepAlive { idle: Duration::from_secs(30), interval: Duration::from_secs(10), retries: 3 };
+    /// stream.set_keepalive(Some(&probing)).unwrap();
+    /// assert_eq!(stream.keepalive().unwrap(), Some(probing));
+    /// ```
+    pub fn set_keepalive(&self, keepalive: Option<&KeepAlive>) -> io::Result<()> {
+        let socket = socket2::SockRef::from(self.io.get_ref());
+        match keepalive {
+            None => socket.set_keepalive(false),
+            Some(k) => socket.set_tcp_keepalive(
+                &socket2::TcpKeepalive::new().with_time(k.idle).with_interval(k.interval).with_retries(k.retries),
+            ),
+        }
+    }
+
+    /// The keepalive probing set on the socket, `None` when off.
+    ///
+    /// # Errors
+    ///
+    /// The system call's error.
+    pub fn keepalive(&self) -> io::Result<Option<KeepAlive>> {
+        let socket = socket2::SockRef::from(self.io.get_ref());
+        if !socket.keepalive()? {
+            return Ok(None);
+        }
+        Ok(Some(KeepAlive {
+            idle: socket.tcp_keepalive_time()?,
+            interval: socket.tcp_keepalive_interval()?,
+            retries: socket.tcp_keepalive_retries()?,
+        }))
+    }
+
+    /// How long written data may stay unacknowledged before the kernel drops the connection
+    /// (`TCP_USER_TIMEOUT`; `None`: the system's default, many minutes of retransmissions).
+    ///
+    /// # Errors
+    ///
+    /// The system call's error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use neverblock::net::{TcpListener, TcpStream};
+    ///
+    /// let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    /// let addr = listener.local_addr().unwrap();
+    /// let stream = neverblock::run(move || TcpStream::connect(addr)).unwrap();
+    /// stream.set_user_timeout(Some(Duration::from_secs(60))).unwrap();
+    /// assert_eq!(stream.user_timeout().unwrap(), Some(Duration::from_secs(60)));
+    /// ```
+    pub fn set_user_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        socket2::SockRef::from(self.io.get_ref()).set_tcp_user_timeout(timeout)
+    }
+
+    /// The `TCP_USER_TIMEOUT` set on the socket, `None` when it is the system's default.
+    ///
+    /// # Errors
+    ///
+    /// The system call's error.
+    pub fn user_timeout(&self) -> io::Result<Option<Duration>> {
+        socket2::SockRef::from(self.io.get_ref()).tcp_user_timeout()
     }
 
     /// The pending socket error (`SO_ERROR`), cleared by reading it.

@@ -165,6 +165,41 @@ fn connecting_to_a_closed_port_is_refused() {
     assert_eq!(err.kind(), ErrorKind::ConnectionRefused);
 }
 
+/// An even loopback port inside the kernel's ephemeral range (connects prefer even ones) that
+/// nothing listens on now.
+fn free_ephemeral_port() -> u16 {
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").expect("the ephemeral range");
+    let bounds: Vec<u16> = range.split_whitespace().map(|n| n.parse().unwrap()).collect();
+    (bounds[0]..=bounds[1])
+        .rev()
+        .filter(|p| p % 2 == 0)
+        .find(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok())
+        .expect("a free even port")
+}
+
+#[test]
+fn a_connect_that_reaches_its_own_source_port_is_refused_and_frees_the_port() {
+    // Dialling a port in the ephemeral range that nothing listens on, again and again: the
+    // kernel walks its even source ports, and one dial gets the destination as its source.
+    let port = free_ephemeral_port();
+    let (selves, others) = run(move || {
+        let (mut selves, mut others) = (0, 0);
+        for _ in 0..200_000 {
+            match TcpStream::connect(("127.0.0.1", port)) {
+                Err(e) if e.kind() == ErrorKind::ConnectionRefused && e.to_string().contains("own source port") => {
+                    selves += 1;
+                    break;
+                }
+                Err(e) if e.kind() == ErrorKind::ConnectionRefused => others += 1,
+                other => panic!("a dial to a port nothing listens on: {other:?}"),
+            }
+        }
+        (selves, others)
+    });
+    assert_eq!(selves, 1, "no dial reached its own port in {others} tries");
+    std::net::TcpListener::bind(("127.0.0.1", port)).expect("the port is free for a server again");
+}
+
 #[test]
 fn reuse_port_listeners_share_a_port_and_the_kernel_spreads_connections() {
     const CLIENTS: usize = 200;
