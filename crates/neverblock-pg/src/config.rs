@@ -128,11 +128,12 @@ impl Config {
     pub fn parse(s: &str) -> Result<Config, Error> {
         let s = s.trim();
         if let Some(rest) = s.strip_prefix("postgres://").or_else(|| s.strip_prefix("postgresql://")) {
-            parse_url(rest).map_err(|m| Error::Config(format!("{m} in {s:?}")))
+            parse_url(rest).map_err(|m| Error::Config(format!("{m} in {:?}", redacted_url(s))))
         } else if s.contains("://") {
-            Err(Error::Config(format!("{s:?} is not a postgres:// URL")))
+            Err(Error::Config(format!("{:?} is not a postgres:// URL", redacted_url(s))))
         } else {
-            parse_key_values(s).map_err(|m| Error::Config(format!("{m} in {s:?}")))
+            // The whole string is not shown: a password in it could not be told from the rest.
+            parse_key_values(s).map_err(|m| Error::Config(format!("{m} in the connection string")))
         }
     }
 
@@ -395,25 +396,27 @@ fn parse_url(rest: &str) -> Result<Config, String> {
     if let Some(userinfo) = userinfo {
         let (user, password) = userinfo.split_once(':').map_or((userinfo, None), |(u, p)| (u, Some(p)));
         if !user.is_empty() {
-            config.user = decode(user)?;
+            config.user = decode(user).ok_or("a bad percent-escape in the user name")?;
         }
         if let Some(password) = password {
-            config.password = Some(decode(password)?);
+            config.password = Some(decode(password).ok_or("a bad percent-escape in the password")?);
         }
     }
     let (host, port) = split_host_port(hostport)?;
     if !host.is_empty() {
-        config.set("host", &decode(host)?)?;
+        config.set("host", &decode(host).ok_or("a bad percent-escape in the host")?)?;
     }
     if let Some(port) = port {
         config.set("port", port)?;
     }
     if !path.is_empty() {
-        config.dbname = Some(decode(path)?);
+        config.dbname = Some(decode(path).ok_or("a bad percent-escape in the database name")?);
     }
     for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let (key, value) = pair.split_once('=').ok_or_else(|| format!("query parameter {pair:?} has no value"))?;
-        config.set(&decode(key)?, &decode(value)?)?;
+        let (key, value) = pair.split_once('=').ok_or("a query parameter has no value")?;
+        let key = decode(key).ok_or("a bad percent-escape in a query parameter's name")?;
+        let value = decode(value).ok_or_else(|| format!("a bad percent-escape in the value of {key:?}"))?;
+        config.set(&key, &value)?;
     }
     Ok(config)
 }
@@ -430,22 +433,52 @@ fn split_host_port(s: &str) -> Result<(&str, Option<&str>), String> {
     Ok(s.split_once(':').map_or((s, None), |(h, p)| (h, Some(p))))
 }
 
-/// Percent-decoding (`%2F` → `/`).
-fn decode(s: &str) -> Result<String, String> {
+/// Percent-decoding (`%2F` → `/`); `None` for a bad escape or a result that is not UTF-8. The
+/// caller says which part was bad, without quoting it: it may be a password.
+fn decode(s: &str) -> Option<String> {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'%' {
-            let hex = s.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok());
-            out.push(hex.ok_or_else(|| format!("bad percent-escape in {s:?}"))?);
+            out.push(s.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok())?);
             i += 3;
         } else {
             out.push(bytes[i]);
             i += 1;
         }
     }
-    String::from_utf8(out).map_err(|_| format!("{s:?} is not UTF-8 once decoded"))
+    String::from_utf8(out).ok()
+}
+
+/// `url` with its password (in the user part, or a `password=` parameter) replaced by `***`, to
+/// show in an error.
+fn redacted_url(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let (before_query, query) = rest.split_once('?').map_or((rest, None), |(b, q)| (b, Some(q)));
+    let (authority, path) = before_query.split_once('/').map_or((before_query, None), |(a, p)| (a, Some(p)));
+    let authority = match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{user}:***@{host}"),
+            None => authority.to_owned(),
+        },
+        None => authority.to_owned(),
+    };
+    let mut out = format!("{scheme}://{authority}");
+    if let Some(path) = path {
+        out = format!("{out}/{path}");
+    }
+    if let Some(query) = query {
+        let pairs: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((key, _)) if decode(key).as_deref() == Some("password") => format!("{key}=***"),
+                _ => pair.to_owned(),
+            })
+            .collect();
+        out = format!("{out}?{}", pairs.join("&"));
+    }
+    out
 }
 
 /// libpq's `key=value key2='quoted \' value'` form.
@@ -524,6 +557,25 @@ mod tests {
                 other => panic!("{s}: {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn errors_never_show_the_password() {
+        for s in [
+            "postgres://app:hunter2@h:99999/d",
+            "postgres://app:hun%zzter2@h/d",
+            "postgres://app:hunter2@h/d?nope=1",
+            "postgres://app@h/d?password=hunter2&port=0",
+            "postgres://app@h/d?password=hun%zzter2",
+            "mysql://app:hunter2@h/d",
+            "password=hunter2 port=99999",
+            "password='hunter2 port=1",
+        ] {
+            let err = Config::parse(s).unwrap_err().to_string();
+            assert!(!err.contains("hunter") && !err.contains("ter2"), "{s}: {err}");
+        }
+        let err = Config::parse("postgres://app:hunter2@h:99999/d").unwrap_err().to_string();
+        assert!(err.contains("bad port \"99999\"") && err.contains("postgres://app:***@h:99999/d"), "{err}");
     }
 
     #[test]

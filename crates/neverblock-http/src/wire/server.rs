@@ -84,9 +84,13 @@ pub(crate) fn read_request_head<S: Read>(
         }
     };
     read_head(conn, limits.max_head, parse).map_err(|unread| match unread {
-        Unread::Closed(_) => HeadError::Closed,
-        Unread::CutShort { .. } => {
-            let error = io::Error::new(io::ErrorKind::UnexpectedEof, "the request head was cut short");
+        Unread::Closed(None) => HeadError::Closed,
+        Unread::Closed(Some(error)) => HeadError::Io { error, partial: false },
+        Unread::CutShort { got } => {
+            let error = io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("the request head was cut short after {got} bytes"),
+            );
             HeadError::Io { error, partial: true }
         }
         Unread::Failed { error, got } => HeadError::Io { error, partial: got > 0 },

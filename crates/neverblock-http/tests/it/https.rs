@@ -275,6 +275,12 @@ fn the_access_log_names_the_tls_protocol_and_cipher_as_mod_ssl_does() {
     });
     let site = site(builder);
     presented(&mut connect(site.server.addr, "localhost", &[&site.pair.der]));
+    // The hook runs once the response is written: the client may have it first.
+    let deadline = Instant::now() + PATIENCE;
+    while lines.lock().unwrap().is_empty() && Instant::now() < deadline {
+        #[expect(clippy::disallowed_methods, reason = "a plain test thread polls what the hook logged")]
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let lines = lines.lock().unwrap().clone();
     assert_eq!(lines, ["200 TLSv1.3 TLS_AES_256_GCM_SHA384\n"], "the suite rustls puts first on both sides");
 }

@@ -90,6 +90,15 @@ pub(crate) fn encode_prepare(out: &mut BytesMut, name: &str, sql: &str) -> Resul
     Ok(())
 }
 
+/// Appends a simple-protocol Query for `sql`; on an error (a NUL byte in it) `out` is left as it was.
+fn encode_simple(out: &mut BytesMut, sql: &str) -> Result<(), Error> {
+    let start = out.len();
+    frontend::query(sql, out).map_err(|e| {
+        out.truncate(start);
+        Error::Param(format!("cannot send the query: {e}"))
+    })
+}
+
 fn plural(n: usize) -> &'static str {
     if n == 1 {
         ""
@@ -186,7 +195,7 @@ impl Connection {
     /// Runs `sql` with the simple protocol.
     pub(crate) fn simple(&mut self, sql: &str) -> Result<Vec<SimpleRow>, Error> {
         self.drain_unread_replies()?;
-        frontend::query(sql, &mut self.out).map_err(|e| Error::Param(format!("cannot send the query: {e}")))?;
+        encode_simple(&mut self.out, sql)?;
         self.unread_replies += 1;
         self.flush()?;
         let reply = self.read_simple_reply();

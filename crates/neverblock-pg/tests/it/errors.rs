@@ -72,3 +72,22 @@ fn a_query_of_the_wrong_shape_is_refused_and_nothing_runs() {
         assert!(matches!(conn.query_opt("select generate_series(1, 2)", &[]), Err(Error::RowCount(2))));
     });
 }
+
+#[test]
+fn a_nul_byte_in_simple_sql_is_refused_and_leaves_nothing_behind_for_the_next_query() {
+    run(|| {
+        let mut conn = admin();
+        for _ in 0..2 {
+            let err = conn.batch_execute("select 1\0").unwrap_err();
+            assert!(matches!(err, Error::Param(_)), "{err}");
+            let err = conn.simple_query("select '\0'").unwrap_err();
+            assert!(matches!(err, Error::Param(_)), "{err}");
+        }
+        assert_eq!(conn.query_one("select 2::int4", &[]).unwrap().get::<i32>(0), 2, "the session goes on");
+        let mut tx = conn.transaction().unwrap();
+        assert!(matches!(tx.batch_execute("select 3\0"), Err(Error::Param(_))));
+        assert_eq!(tx.query_one("select 4::int4", &[]).unwrap().get::<i32>(0), 4);
+        tx.commit().unwrap();
+        assert!(!conn.is_broken());
+    });
+}
