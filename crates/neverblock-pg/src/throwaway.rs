@@ -43,6 +43,10 @@ const READY_DEADLINE: Duration = Duration::from_secs(60);
 
 const SUPERVISOR: &str = r#"
 set -u
+# A signal to the whole process group (Ctrl-C, `timeout`, a service manager) must not end the
+# supervisor before its cleanup: it goes on until its input ends, which happens when the process
+# that started it is gone. (postgres sets its own handlers: it still obeys these signals.)
+trap '' INT TERM HUP QUIT
 start() {
   "$PG_BIN/postgres" -D "$PG_DIR/data" -p "$PG_PORT" -k "$PG_DIR" -c listen_addresses=127.0.0.1 \
     -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300 \
@@ -373,8 +377,30 @@ fn fresh_dir() -> Result<PathBuf, Error> {
     }
 }
 
-/// A loopback port nothing listens on now.
+/// A loopback port nothing listens on now, below the kernel's ephemeral range when there is room:
+/// a port inside it can be taken at any moment as the source port of some connect, and then the
+/// server cannot bind it (after a restart, say).
 fn free_port() -> Result<u16, Error> {
+    const LOWEST: u16 = 10_000;
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(0);
+    if ephemeral_low > LOWEST {
+        // Start at a place of this process's own, so that parallel test binaries rarely probe the same ports.
+        let span = ephemeral_low - LOWEST;
+        let start = (std::process::id() as u64 * 7_919 + PORTS_TRIED.fetch_add(1, Ordering::Relaxed) as u64 * 101)
+            % u64::from(span);
+        for i in 0..span {
+            let port = LOWEST + ((start + u64::from(i)) % u64::from(span)) as u16;
+            if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                return Ok(port);
+            }
+        }
+    }
     let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(Error::Io)?;
     Ok(listener.local_addr().map_err(Error::Io)?.port())
 }
+
+/// How many ports this process has looked for.
+static PORTS_TRIED: AtomicUsize = AtomicUsize::new(0);
