@@ -700,6 +700,39 @@ fn http_static_bench_measures_both_files_from_serve_and_its_peers() {
 }
 
 #[test]
+fn https_bench_measures_full_and_resumed_handshakes_and_kept_alive_connections() {
+    let args = ["bench", "https", "-c", "4", "--duration", "300ms", "--warmup", "100ms", "--runs", "1", "--json"];
+    if !installed("openssl", "version") {
+        let (ok, _, stderr) = neverblock(&args);
+        assert!(!ok && stderr.contains("install it") && stderr.contains("openssl"), "{stderr}");
+        return;
+    }
+    let (rows, stderr) = bench_rows(&args);
+    let kinds: Vec<(&str, &str, &str)> = rows
+        .iter()
+        .map(|r| {
+            let param = |name: &str| r["params"][name].as_str().unwrap();
+            (param("connection"), param("cert"), param("file"))
+        })
+        .collect();
+    let expected = [
+        ("new+full-handshake", "ecdsa-p256", "hello.txt"),
+        ("new+full-handshake", "rsa-2048", "hello.txt"),
+        ("new+resumed", "ecdsa-p256", "hello.txt"),
+        ("kept-alive", "ecdsa-p256", "hello.txt"),
+        ("kept-alive", "ecdsa-p256", "1mib.bin"),
+    ];
+    assert_eq!(kinds, expected, "{stderr}");
+    for row in &rows {
+        assert_eq!((row["impl"].as_str(), row["params"]["tls"].as_str()), (Some("neverblock"), Some("1.3")), "{row}");
+        assert!(row["metrics"]["requests_per_s"].as_f64().unwrap() > 0.0, "{row}");
+        assert_eq!(row["metrics"]["errors"], 0, "every handshake is the kind asked for: {row}");
+        let large = row["params"]["file"] == "1mib.bin";
+        assert_eq!(row["metrics"]["mb_per_s"].as_f64().is_some(), large, "{row}");
+    }
+}
+
+#[test]
 fn slow_clients_bench_downloads_whole_files_under_the_throttle_and_checks_them() {
     // 3 clients at 1 MB/s, a 100 kB file: about ten whole downloads each in the window.
     let args = ["bench", "slow-clients", "-c", "3", "--window", "1s", "--file-size", "100kB", "--rate", "1MB"];

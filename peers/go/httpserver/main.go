@@ -2,14 +2,16 @@
 //
 // With -dir it serves the files under that directory with http.FileServer
 // (sendfile(2) for file bodies, as Go's TCPConn.ReadFrom does); without it it
-// answers every request with the 13 bytes "hello, world\n" as text/plain. It
-// listens on -listen (port 0: any free port) and prints its URL as the first
-// line on stdout once it listens. GOMAXPROCS (from the environment) sets how
+// answers every request with the 13 bytes "hello, world\n" as text/plain. With
+// -tls-cert and -tls-key it speaks HTTPS alone (http.ServeTLS: crypto/tls's
+// defaults, TLS 1.2 and 1.3, session tickets on). It listens on -listen (port 0:
+// any free port) and prints its URL (http:// or https://) as the first line on
+// stdout once it listens. GOMAXPROCS (from the environment) sets how
 // many threads run Go code at once: the benchmark sets it to the number of
 // workers the other servers get.
 //
 //	go build -o httpserver main.go   # GO111MODULE=off, like fiberbench
-//	GOMAXPROCS=1 httpserver -listen 127.0.0.1:0 [-dir DIR]
+//	GOMAXPROCS=1 httpserver -listen 127.0.0.1:0 [-dir DIR] [-tls-cert CERT -tls-key KEY]
 package main
 
 import (
@@ -25,7 +27,13 @@ var hello = []byte("hello, world\n")
 func main() {
 	listen := flag.String("listen", "127.0.0.1:0", "address to listen on")
 	dir := flag.String("dir", "", "serve the files under this directory (default: answer hello, world)")
+	cert := flag.String("tls-cert", "", "serve HTTPS with this certificate (PEM), with -tls-key")
+	key := flag.String("tls-key", "", "the private key (PEM) of -tls-cert")
 	flag.Parse()
+	if (*cert == "") != (*key == "") {
+		fmt.Fprintln(os.Stderr, "-tls-cert and -tls-key go together")
+		os.Exit(2)
+	}
 
 	var handler http.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
@@ -39,8 +47,14 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	fmt.Printf("http://%s/\n", ln.Addr())
-	if err := http.Serve(ln, handler); err != nil {
+	if *cert != "" {
+		fmt.Printf("https://%s/\n", ln.Addr())
+		err = http.ServeTLS(ln, handler, *cert, *key)
+	} else {
+		fmt.Printf("http://%s/\n", ln.Addr())
+		err = http.Serve(ln, handler)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}

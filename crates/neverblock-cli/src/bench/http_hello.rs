@@ -61,6 +61,7 @@ pub(crate) fn run(args: HelloArgs) -> anyhow::Result<()> {
             expect_len: HELLO.len() as u64,
             workers,
             params: json!({"workers": workers, "connections": args.load.connections}),
+            tls: None,
         };
         rows.extend(side_by_side::measure(&case, &contenders, &args.load));
     }

@@ -1,23 +1,29 @@
 //! Keep-alive HTTP load for the server benchmarks: `connections` fibers spread over the runtime's
 //! threads, each holding one connection and sending GET after GET on it (a closed loop, no
-//! pipelining, as `wrk` does), counted over a fixed window after a warm-up.
+//! pipelining, as `wrk` does), counted over a fixed window after a warm-up. Over HTTPS
+//! ([`https_load`](super::https_load)) the same loop runs over TLS, each fiber a client that may
+//! also open a new connection for every request, to measure handshakes.
 //!
 //! It is lean so that it leaves the cores to the server it measures: a connection's request is
 //! one prebuilt buffer written whole, its response is read into one reused buffer and parsed by
 //! httparse (status and `Content-Length` only), and nothing is shared between threads while the
 //! load runs: each thread keeps its own tally, read once the window has closed. A response is
 //! timed from the end of the one before, so each costs one clock read, which also says whether it
-//! fell in the window.
+//! fell in the window; on a new connection per request, that time holds the connection's close,
+//! the next one's connect and its handshake.
 
 use std::cell::RefCell;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use neverblock::net::TcpStream;
 use neverblock::runtime::{self, Builder};
+use rustls::ClientConfig;
 
+use super::https_load::{Tls, TlsConnection};
 use crate::histogram::Histogram;
 
 /// The longest response head read.
@@ -26,6 +32,8 @@ const HEAD_ROOM: usize = 16 * 1024;
 const READ_SIZE: usize = 64 * 1024;
 /// How long a connection that failed waits before it connects again.
 const RECONNECT_PAUSE: Duration = Duration::from_millis(10);
+/// How long [`probe`] waits for its exchanges.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What to send, and for how long.
 #[derive(Clone, Debug)]
@@ -39,6 +47,20 @@ pub(crate) struct Load {
     pub(crate) threads: usize,
     pub(crate) warmup: Duration,
     pub(crate) duration: Duration,
+    /// HTTPS with these settings, or cleartext HTTP (`None`).
+    pub(crate) tls: Option<Tls>,
+}
+
+impl Load {
+    /// The request every exchange sends.
+    fn request(&self) -> Vec<u8> {
+        format!("GET {} HTTP/1.1\r\nHost: {}\r\n\r\n", self.path, self.addr).into_bytes()
+    }
+
+    /// Whether each request goes on a new connection, closed once its response is read.
+    fn connection_per_request(&self) -> bool {
+        self.tls.as_ref().is_some_and(|tls| tls.handshakes.connection_per_request())
+    }
 }
 
 /// What the window saw.
@@ -88,7 +110,7 @@ pub(crate) fn run(load: &Load) -> Tally {
     Builder::new().threads(threads).run(move || {
         let opens = Instant::now() + load.warmup;
         let window = Window { opens, closes: opens + load.duration };
-        let request = format!("GET {} HTTP/1.1\r\nHost: {}\r\n\r\n", load.path, load.addr).into_bytes();
+        let request = load.request();
         let handles: Vec<_> = (0..threads)
             .map(|t| {
                 let (load, request) = (load.clone(), request.clone());
@@ -116,57 +138,152 @@ fn run_thread(load: &Load, request: &[u8], connections: usize, window: Window) -
     tally.take()
 }
 
-/// One connection's loop: request, response, repeat, until the window closes; a failed connection
-/// is counted and replaced.
+/// One client's loop: request, response, repeat, until the window closes, on a connection kept
+/// alive (a failed one is counted and replaced) or on a new connection for each request.
 fn connection(load: &Load, request: &[u8], window: Window, tally: &RefCell<Tally>) {
     let mut buf = vec![0u8; HEAD_ROOM.max(READ_SIZE)];
+    let client = load.tls.as_ref().map(Tls::client);
+    let mut warm = false;
+    let mut start = Instant::now();
     loop {
-        let stream = match TcpStream::connect(load.addr) {
-            Ok(stream) => stream,
+        let mut connection = match Connection::open(load.addr, client.as_ref()) {
+            Ok(connection) => connection,
             Err(e) => {
                 let now = Instant::now();
                 tally.borrow_mut().fail(window.holds(now), &e);
                 neverblock::sleep(RECONNECT_PAUSE);
+                start = Instant::now();
                 continue;
             }
         };
-        let _ = stream.set_nodelay(true);
-        let mut start = Instant::now();
         loop {
-            let result = exchange(&stream, request, &mut buf, load.expect_len);
+            let result = exchange(&mut connection, request, &mut buf, load.expect_len)
+                .and_then(|()| connection.check(load.tls.as_ref(), warm));
             let end = Instant::now();
             if end >= window.closes {
                 return;
             }
             let counted = window.holds(end);
-            match result {
-                Ok(()) if counted => {
-                    let mut tally = tally.borrow_mut();
-                    tally.latencies.record(end - start);
-                }
-                Ok(()) => {}
-                Err(e) => {
-                    tally.borrow_mut().fail(counted, &e);
-                    break;
-                }
+            if let Err(e) = result {
+                tally.borrow_mut().fail(counted, &e);
+                start = end;
+                break;
             }
+            if counted {
+                tally.borrow_mut().latencies.record(end - start);
+            }
+            warm = true;
             start = end;
+            if load.connection_per_request() {
+                connection.close();
+                break;
+            }
+        }
+    }
+}
+
+/// Opens a connection as the load does and makes one exchange on it (two on two connections when
+/// each request has a connection of its own: the first brings the ticket the second must resume
+/// from), checked as the load checks them, to see that the server answers before it is measured.
+/// Returns what the last TLS handshake agreed, if any (see [`TlsConnection::describe`]).
+pub(crate) fn probe(load: &Load) -> io::Result<Option<String>> {
+    let load = load.clone();
+    let probes = 1 + usize::from(load.connection_per_request());
+    Builder::new().threads(1).run(move || {
+        let exchanges = || {
+            let (request, client) = (load.request(), load.tls.as_ref().map(Tls::client));
+            let mut buf = vec![0u8; HEAD_ROOM.max(READ_SIZE)];
+            let mut agreed = None;
+            for n in 0..probes {
+                let mut connection = Connection::open(load.addr, client.as_ref())?;
+                exchange(&mut connection, &request, &mut buf, load.expect_len)?;
+                connection.check(load.tls.as_ref(), n > 0)?;
+                agreed = connection.describe();
+                connection.close();
+            }
+            Ok(agreed)
+        };
+        neverblock::timeout(PROBE_TIMEOUT, exchanges).unwrap_or_else(|_| Err(io::ErrorKind::TimedOut.into()))
+    })
+}
+
+/// A connection to the server: cleartext, or TLS over TCP.
+enum Connection {
+    Cleartext(TcpStream),
+    Tls(Box<TlsConnection>),
+}
+
+impl Connection {
+    /// Connects to `addr`, then makes a TLS handshake with `client`'s settings if given.
+    fn open(addr: SocketAddr, client: Option<&Arc<ClientConfig>>) -> io::Result<Connection> {
+        let tcp = TcpStream::connect(addr)?;
+        let _ = tcp.set_nodelay(true);
+        Ok(match client {
+            None => Connection::Cleartext(tcp),
+            Some(client) => Connection::Tls(Box::new(TlsConnection::handshake(client, tcp)?)),
+        })
+    }
+
+    /// Whether the handshake was the one `tls` asks for of a client that is `warm` or not (see
+    /// [`TlsConnection::check`]).
+    fn check(&self, tls: Option<&Tls>, warm: bool) -> io::Result<()> {
+        match (self, tls) {
+            (Connection::Tls(connection), Some(tls)) => connection.check(tls.handshakes, warm),
+            _ => Ok(()),
+        }
+    }
+
+    /// What the TLS handshake agreed, over TLS.
+    fn describe(&self) -> Option<String> {
+        match self {
+            Connection::Cleartext(_) => None,
+            Connection::Tls(connection) => Some(connection.describe()),
+        }
+    }
+
+    /// Closes the connection (over TLS, after close_notify).
+    fn close(self) {
+        if let Connection::Tls(connection) = self {
+            connection.close();
+        }
+    }
+}
+
+impl Read for Connection {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Connection::Cleartext(tcp) => tcp.read(buf),
+            Connection::Tls(tls) => tls.read(buf),
+        }
+    }
+}
+
+impl Write for Connection {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Connection::Cleartext(tcp) => tcp.write(buf),
+            Connection::Tls(tls) => tls.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Connection::Cleartext(tcp) => tcp.flush(),
+            Connection::Tls(tls) => tls.flush(),
         }
     }
 }
 
 /// Sends `request` and reads its response whole: a 200 whose body is `expect_len` bytes, with
 /// nothing after it.
-fn exchange(stream: &TcpStream, request: &[u8], buf: &mut [u8], expect_len: u64) -> io::Result<()> {
-    let mut out = stream;
-    out.write_all(request)?;
-    let mut input = stream;
+fn exchange(connection: &mut Connection, request: &[u8], buf: &mut [u8], expect_len: u64) -> io::Result<()> {
+    connection.write_all(request)?;
     let mut filled = 0;
     let (head_len, body_len) = loop {
         if filled == HEAD_ROOM {
             return Err(invalid("a response head longer than 16 KiB"));
         }
-        let n = input.read(&mut buf[filled..HEAD_ROOM])?;
+        let n = connection.read(&mut buf[filled..HEAD_ROOM])?;
         if n == 0 {
             return Err(io::ErrorKind::UnexpectedEof.into());
         }
@@ -190,7 +307,7 @@ fn exchange(stream: &TcpStream, request: &[u8], buf: &mut [u8], expect_len: u64)
     let mut have = (filled - head_len) as u64;
     while have < body_len {
         let want = usize::try_from(body_len - have).unwrap_or(usize::MAX).min(buf.len());
-        let n = input.read(&mut buf[..want])?;
+        let n = connection.read(&mut buf[..want])?;
         if n == 0 {
             return Err(io::ErrorKind::UnexpectedEof.into());
         }

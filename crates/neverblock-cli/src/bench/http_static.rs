@@ -61,6 +61,7 @@ pub(crate) fn run(args: StaticArgs) -> anyhow::Result<()> {
                 expect_len: contents.len() as u64,
                 workers,
                 params: json!({"file": name, "bytes": contents.len(), "workers": workers, "connections": args.load.connections}),
+                tls: None,
             };
             rows.extend(side_by_side::measure(&case, &contenders, &args.load));
         }

@@ -1,6 +1,7 @@
 //! `neverblock bench …`: the published experiments neverblock reproduces, each against its peers in one run.
 
 mod app_sleep;
+mod certificates;
 mod delay_client;
 mod downloads;
 mod fiber_chain;
@@ -8,6 +9,8 @@ mod fiber_switch;
 mod http_hello;
 mod http_load;
 mod http_static;
+mod https;
+mod https_load;
 mod idle_connections;
 mod nginx;
 mod peers;
@@ -63,6 +66,9 @@ pub(crate) enum Bench {
     HttpHello(http_hello::HelloArgs),
     /// Requests/s for a 13-byte and a 1 MiB file from `neverblock serve` (vs nginx with sendfile, Go's FileServer).
     HttpStatic(http_static::StaticArgs),
+    /// HTTPS from `serve --tls-listen` (vs nginx, Go's ServeTLS), TLS 1.3: full handshakes/s (ECDSA
+    /// P-256 and RSA-2048), resumed handshakes/s, kept-alive requests/s, MB/s for a 1 MiB file.
+    Https(https::HttpsArgs),
     /// C clients each downloading a 20 MB file at 1 MB/s: aggregate MB/s, time to first byte, checked bytes (vs nginx).
     SlowClients(slow_clients::SlowClientsArgs),
     /// The server `http-hello` measures, alone: answers every request `hello, world` (prints its URL).
@@ -115,6 +121,7 @@ impl Bench {
             Bench::AppSleep(args) => app_sleep::run(args),
             Bench::HttpHello(args) => http_hello::run(args),
             Bench::HttpStatic(args) => http_static::run(args),
+            Bench::Https(args) => https::run(args),
             Bench::SlowClients(args) => slow_clients::run(args),
             Bench::ServeHello(args) => http_hello::serve(args),
             Bench::ProxyHello(args) => proxy_hello::run(args),

@@ -7,7 +7,10 @@
 //! run sends; the hello answer is `return 200 "hello, world\n"` (13 bytes, `text/plain`). In front
 //! of an application: `proxy_pass` over kept-alive upstream connections (`keepalive 128`), answers
 //! streamed as they come (`proxy_buffering off`: each download holds its application worker, as
-//! through neverblock), X-Accel-Redirect to `/files/` served from an internal location.
+//! through neverblock), X-Accel-Redirect to `/files/` served from an internal location. Over TLS:
+//! an `ssl` listener alone with the run's certificate and key, `ssl_protocols TLSv1.2 TLSv1.3` and
+//! the default ciphers, sessions resumed from tickets (`ssl_session_tickets on`) or the
+//! `ssl_session_cache shared` (sendfile does nothing there: nginx has no kernel TLS here).
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -52,9 +55,12 @@ fn start_with(nginx: &str, content: Content<'_>, workers: usize) -> anyhow::Resu
 /// under `prefix`.
 fn config(prefix: &Path, addr: SocketAddr, content: Content<'_>, workers: usize) -> String {
     let prefix = prefix.display();
+    let listen = listen(addr, content);
     let (upstream, location) = match content {
         Content::Hello => (String::new(), "location / { return 200 \"hello, world\\n\"; }".to_owned()),
-        Content::Files(dir) => (String::new(), format!("root {};", dir.display())),
+        Content::Files(root) | Content::FilesOverTls { root, .. } => {
+            (String::new(), format!("root {};", root.display()))
+        }
         Content::Proxy { upstream, files } => (
             format!("upstream app {{ server {upstream}; keepalive 128; }}"),
             format!(
@@ -89,7 +95,7 @@ http {{
     scgi_temp_path {prefix}/scgi;
     {upstream}
     server {{
-        listen {addr} reuseport;
+        {listen}
         {location}
     }}
 }}
@@ -97,9 +103,26 @@ http {{
     )
 }
 
+/// The server's `listen` line: in cleartext, or over TLS with its certificate, versions and
+/// session resumption.
+fn listen(addr: SocketAddr, content: Content<'_>) -> String {
+    let Content::FilesOverTls { cert, .. } = content else { return format!("listen {addr} reuseport;") };
+    format!(
+        "listen {addr} ssl reuseport;
+        ssl_certificate {};
+        ssl_certificate_key {};
+        ssl_protocols TLSv1.2 TLSv1.3;
+        ssl_session_cache shared:SSL:10m;
+        ssl_session_tickets on;",
+        cert.cert.display(),
+        cert.key.display()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::certificates::CertFiles;
 
     #[test]
     fn the_configuration_names_the_workers_the_port_and_what_to_answer() {
@@ -115,5 +138,13 @@ mod tests {
         assert!(proxy.contains("upstream app { server 127.0.0.1:9000; keepalive 128; }"), "{proxy}");
         assert!(proxy.contains("proxy_pass http://app;") && proxy.contains("proxy_buffering off;"), "{proxy}");
         assert!(proxy.contains("location /files/ { internal; alias /srv/f/; }"), "{proxy}");
+        let cert = CertFiles { cert: "/tmp/c/ecdsa.crt".into(), key: "/tmp/c/ecdsa.key".into() };
+        let tls =
+            config(Path::new("/tmp/p"), addr, Content::FilesOverTls { root: Path::new("/srv/files"), cert: &cert }, 1);
+        assert!(tls.contains("listen 127.0.0.1:8089 ssl reuseport;") && tls.contains("root /srv/files;"), "{tls}");
+        assert!(
+            tls.contains("ssl_certificate /tmp/c/ecdsa.crt;") && tls.contains("ssl_certificate_key /tmp/c/ecdsa.key;")
+        );
+        assert!(tls.contains("ssl_session_tickets on;") && tls.contains("ssl_session_cache shared:"), "{tls}");
     }
 }

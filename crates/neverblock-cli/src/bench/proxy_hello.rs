@@ -69,6 +69,7 @@ pub(crate) fn run(args: ProxyHelloArgs) -> anyhow::Result<()> {
         expect_len: 2,
         workers: args.workers,
         params: json!({"workers": args.workers, "connections": args.load.connections}),
+        tls: None,
     };
     let rows = side_by_side::measure(&case, &contenders, &args.load);
     report::print(rows, "requests_per_s", args.common.json);

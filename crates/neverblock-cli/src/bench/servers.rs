@@ -13,18 +13,22 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use rustix::thread::CpuSet;
 
+use super::certificates::CertFiles;
 use super::{nginx, peers};
 
 /// How long a server may take to start listening.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// What a server answers.
+/// What a server answers, and over what.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Content<'a> {
     /// `hello, world\n` to every request, as `text/plain`.
     Hello,
     /// The files under a directory.
     Files(&'a Path),
+    /// The files under `root` over HTTPS alone (TLS 1.2 and 1.3, no cleartext listener), with the
+    /// certificate and key `cert`.
+    FilesOverTls { root: &'a Path, cert: &'a CertFiles },
     /// Everything from the application at `upstream`, a reverse proxy in front of it: its
     /// X-Sendfile answers (neverblock) and X-Accel-Redirect ones under `/files/` (nginx) are sent
     /// from `files`.
@@ -49,7 +53,8 @@ pub(crate) struct ServerChild {
 }
 
 impl ServerChild {
-    /// Starts `command`, whose first line on stdout holds its URL (`http://ADDR/`).
+    /// Starts `command`, whose first line on stdout holds its URL (`http://ADDR/` or
+    /// `https://ADDR/`).
     pub(crate) fn announced(command: &mut Command, name: &str) -> anyhow::Result<ServerChild> {
         let mut child = command
             .stdin(Stdio::piped())
@@ -60,12 +65,8 @@ impl ServerChild {
         let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
         let mut line = String::new();
         stdout.read_line(&mut line)?;
-        let addr = line
-            .split("http://")
-            .nth(1)
-            .and_then(|rest| rest.split('/').next())
-            .and_then(|addr| addr.parse().ok())
-            .with_context(|| format!("{name} did not print its URL (it printed {line:?})"))?;
+        let addr =
+            announced_addr(&line).with_context(|| format!("{name} did not print its URL (it printed {line:?})"))?;
         let stdin = child.stdin.take();
         let server =
             ServerChild { child, addr, _stdout: Some(stdout.into_inner()), _stdin: stdin, _dir: None, companion: None };
@@ -112,7 +113,7 @@ impl ServerChild {
         self
     }
 
-    /// The server's URL, `http://ADDR/`.
+    /// The server's URL, `http://ADDR/` (the cleartext servers').
     pub(crate) fn url(&self) -> String {
         format!("http://{}/", self.addr)
     }
@@ -148,6 +149,17 @@ impl Drop for ServerChild {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The address in the first `http://ADDR/` or `https://ADDR/` URL of a server's announcement
+/// (`serving DIR on https://127.0.0.1:4433/ with 1 loop`).
+fn announced_addr(line: &str) -> Option<SocketAddr> {
+    let (before, rest) = line.split_once("://")?;
+    let scheme = before.rsplit(|c: char| !c.is_ascii_alphabetic()).next()?;
+    if !matches!(scheme, "http" | "https") {
+        return None;
+    }
+    rest.split('/').next()?.parse().ok()
 }
 
 /// CPU time the whole machine has spent busy (every CPU's user, system, interrupt and steal time
@@ -186,13 +198,22 @@ pub(crate) fn neverblock(content: Content<'_>, workers: usize) -> anyhow::Result
 pub(crate) fn neverblock_at(bin: &Path, content: Content<'_>, workers: usize) -> anyhow::Result<ServerChild> {
     let mut command = Command::new(bin);
     match content {
-        Content::Hello => command.args(["bench", "serve-hello"]),
-        Content::Files(dir) => command.arg("serve").arg(dir),
-        Content::Proxy { upstream, files } => {
-            command.args(["serve", "--upstream", &format!("http://{upstream}")]).arg("--x-sendfile-root").arg(files)
-        }
+        Content::Hello => command.args(["bench", "serve-hello", "--listen", "127.0.0.1:0"]),
+        Content::Files(dir) => command.arg("serve").arg(dir).args(["--listen", "127.0.0.1:0"]),
+        Content::FilesOverTls { root, cert } => command
+            .arg("serve")
+            .arg(root)
+            .args(["--tls-listen", "127.0.0.1:0", "--tls-cert"])
+            .arg(&cert.cert)
+            .arg("--tls-key")
+            .arg(&cert.key),
+        Content::Proxy { upstream, files } => command
+            .args(["serve", "--upstream", &format!("http://{upstream}")])
+            .arg("--x-sendfile-root")
+            .arg(files)
+            .args(["--listen", "127.0.0.1:0"]),
     };
-    command.args(["--listen", "127.0.0.1:0", "--workers", &workers.to_string()]);
+    command.args(["--workers", &workers.to_string()]);
     ServerChild::announced(&mut command, "neverblock")
 }
 
@@ -220,6 +241,9 @@ pub(crate) fn go(content: Content<'_>, workers: usize) -> Option<anyhow::Result<
         Content::Hello => {}
         Content::Files(dir) => {
             command.arg("-dir").arg(dir);
+        }
+        Content::FilesOverTls { root, cert } => {
+            command.arg("-dir").arg(root).arg("-tls-cert").arg(&cert.cert).arg("-tls-key").arg(&cert.key);
         }
         Content::Proxy { .. } => return Some(Err(anyhow::anyhow!("Go's net/http peer is not a proxy"))),
     }
@@ -334,5 +358,27 @@ impl TempDir {
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::announced_addr;
+
+    #[test]
+    fn the_address_is_read_from_the_first_http_or_https_url_of_the_announcement() {
+        let addr = |line: &str| announced_addr(line).map(|a| a.to_string());
+        let check = [
+            ("http://127.0.0.1:8080/\n", Some("127.0.0.1:8080")),
+            ("https://127.0.0.1:4433/\n", Some("127.0.0.1:4433")),
+            ("serving /tmp/x on https://127.0.0.1:4433/ with 1 loop (Ctrl-C stops)", Some("127.0.0.1:4433")),
+            ("serving on http://[::1]:80/ and https://[::1]:443/ with 2 loops", Some("[::1]:80")),
+            ("ftp://127.0.0.1:21/", None),
+            ("serving on localhost:8080", None),
+            ("", None),
+        ];
+        for (line, expected) in check {
+            assert_eq!(addr(line).as_deref(), expected, "{line:?}");
+        }
     }
 }

@@ -16,13 +16,15 @@ use clap::Args;
 use serde_json::Value;
 
 use super::http_load::{self, Load, Tally};
+use super::https_load::Tls;
 use super::servers::{machine_cpu_time, own_cpu_time, pinned, Placement, ServerChild};
 use super::{report, Row};
 
 /// The load each measurement puts on a server.
 #[derive(Args, Debug, Clone)]
 pub(crate) struct LoadArgs {
-    /// Keep-alive connections, each a fiber sending its next request when the last is answered.
+    /// Connections at once, each a fiber sending its next request when the last is answered (on
+    /// the same connection, kept alive, unless the bench opens a new one for every request).
     #[arg(short = 'c', long, default_value_t = 100)]
     pub(crate) connections: usize,
     /// How long each measurement counts responses.
@@ -60,17 +62,19 @@ pub(crate) struct Contender<'a> {
 }
 
 /// What one configuration asks of every server: the target, the body length it answers with, the
-/// workers, and the row's parameters.
+/// workers, the row's parameters, and whether the load speaks HTTPS (and how often it handshakes).
 pub(crate) struct Case<'a> {
     pub(crate) bench: &'a str,
     pub(crate) path: &'a str,
     pub(crate) expect_len: u64,
     pub(crate) workers: usize,
     pub(crate) params: Value,
+    pub(crate) tls: Option<Tls>,
 }
 
 /// Measures every contender `args.runs` times on `case` and returns a row of medians for each that
-/// ran. A contender that is not available, or fails to start, is left out with a note.
+/// ran. A contender that is not available, fails to start, or does not answer a first request
+/// right, is left out with a note.
 pub(crate) fn measure(case: &Case<'_>, contenders: &[Contender<'_>], args: &LoadArgs) -> Vec<Row> {
     let placement = Placement::for_workers(case.workers);
     eprintln!(
@@ -89,7 +93,7 @@ pub(crate) fn measure(case: &Case<'_>, contenders: &[Contender<'_>], args: &Load
         for (i, contender) in contenders.iter().enumerate() {
             let measured = match dropped[i] {
                 true => None,
-                false => once(case, contender, &placement, args),
+                false => once(case, contender, &placement, args, rounds.is_empty()),
             };
             round.push(match measured {
                 Some(Ok(measured)) => Some(measured),
@@ -143,12 +147,14 @@ struct Measured {
     others_cpus: f64,
 }
 
-/// Starts the contender on the server's CPUs, loads it from the load generator's, stops it.
+/// Starts the contender on the server's CPUs, checks that it answers (saying what its TLS
+/// handshake agreed when `first`), loads it from the load generator's CPUs, stops it.
 fn once(
     case: &Case<'_>,
     contender: &Contender<'_>,
     placement: &Placement,
     args: &LoadArgs,
+    first: bool,
 ) -> Option<anyhow::Result<Measured>> {
     let server = match pinned(placement.server.as_ref(), || (contender.start)(case.workers))? {
         Ok(server) => server,
@@ -162,7 +168,13 @@ fn once(
         threads: placement.load_threads,
         warmup: args.warmup,
         duration: args.duration,
+        tls: case.tls.clone(),
     };
+    match pinned(placement.load.as_ref(), || http_load::probe(&load)) {
+        Ok(Some(agreed)) if first => eprintln!("note: {}: {agreed}", contender.name),
+        Ok(_) => {}
+        Err(e) => return Some(Err(anyhow::anyhow!("it did not answer a first request right: {e}"))),
+    }
     let before = [server.cpu_time(), own_cpu_time(), machine_cpu_time()];
     let tally = pinned(placement.load.as_ref(), || http_load::run(&load));
     let [server_cpu, own, machine] = [server.cpu_time(), own_cpu_time(), machine_cpu_time()];
