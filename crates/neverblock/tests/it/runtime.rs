@@ -269,6 +269,31 @@ fn a_raw_fiber_waiting_on_a_mutex_held_on_its_own_thread_is_reported_as_a_deadlo
 }
 
 #[test]
+fn a_deadlock_unwinds_every_fiber_before_it_is_reported() {
+    // The task and the raw fiber it resumed each own a clone: both stacks must unwind, though
+    // the two fibers hold each other (the resumer link one way, the handle the other).
+    let witness = Rc::new(());
+    let (in_task, in_fiber) = (witness.clone(), witness.clone());
+    let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
+        run(move || {
+            let _owned = in_task;
+            let lock = Rc::new(neverblock::sync::Mutex::new(0));
+            let _held = lock.lock().unwrap();
+            let inner = lock.clone();
+            let fiber = Fiber::new(move |()| {
+                let _owned = in_fiber;
+                drop(inner.lock().unwrap());
+            })
+            .unwrap();
+            let _ = fiber.resume(());
+        })
+    }));
+    let message = outcome.unwrap_err().downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(message.contains("deadlock"), "{message}");
+    assert_eq!(Rc::strong_count(&witness), 1, "what the deadlocked fibers owned was dropped");
+}
+
+#[test]
 fn a_mutex_held_on_another_thread_is_waited_for_not_reported() {
     let lock = std::sync::Arc::new(neverblock::sync::Mutex::new(0));
     let (locked, go) = (std::sync::mpsc::channel(), std::sync::mpsc::channel::<()>());

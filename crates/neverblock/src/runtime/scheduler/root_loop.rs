@@ -6,6 +6,7 @@
 use std::io;
 use std::time::Duration;
 
+use super::tasks::key;
 use super::Scheduler;
 use crate::reactor::Wake;
 
@@ -28,13 +29,15 @@ impl Scheduler {
     /// # Errors
     ///
     /// When every task is parked and nothing (timer, fd, other thread) can wake
-    /// one, or when the poller fails.
+    /// one, when the poller fails, or when a task cannot be continued where it waits.
     pub(crate) fn run_until_done(&self, main: u64) -> io::Result<()> {
         self.main.set(main);
         loop {
             self.switches.set(0);
             if let Some(next) = self.next_fiber() {
-                next.switch_to().expect("a task waits in a switch");
+                if let Err(e) = next.switch_to() {
+                    return Err(io::Error::other(format!("a task could not be continued: {e}")));
+                }
             }
             if let Some(id) = self.current.take() {
                 // The task handed control to the root without parking (a raw transfer):
@@ -75,9 +78,26 @@ impl Scheduler {
         }
     }
 
-    /// Drops every task left (each unwinds its stack) and the idle workers,
+    /// Ends every task left when `run` returns (detached ones, or all of them after a
+    /// deadlock): each is cancelled and continued until it has unwound, so everything its
+    /// fibers own is dropped, a task parked in a fiber it resumed too (dropping alone would
+    /// leak those two: each holds the other). Then drops what is left and the idle workers,
     /// outside any borrow.
     pub(crate) fn drop_tasks(&self) {
+        let left: Vec<u64> = self.tasks.borrow().slab.iter().map(|(_, task)| task.id).collect();
+        for id in left {
+            self.cancel(id);
+        }
+        loop {
+            self.switches.set(0);
+            let Some(next) = self.next_fiber() else { break };
+            let switched = next.switch_to();
+            if let (Err(_), Some(id)) = (switched, self.current.take()) {
+                // Where it waits cannot be continued (that fiber has finished): dropped as it is.
+                let task = self.tasks.borrow_mut().slab.try_remove(key(id));
+                drop(task);
+            }
+        }
         let tasks = std::mem::take(&mut *self.tasks.borrow_mut());
         drop(tasks);
         let idle = std::mem::take(&mut *self.idle_workers.borrow_mut());
