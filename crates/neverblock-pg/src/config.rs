@@ -1,12 +1,21 @@
 //! Connection settings: libpq's URLs (`postgres://user:pass@host:port/db?…`) and
 //! `key=value` strings, or a builder.
 
+mod liveness;
+
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
+use neverblock::net::KeepAlive;
+
 use crate::Error;
+use liveness::Liveness;
+
+/// How long connecting and logging in may take unless a connection string or
+/// [`Config::connect_timeout`] says otherwise.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Where the server listens.
 ///
@@ -59,7 +68,9 @@ impl fmt::Display for Host {
 /// `postgresql://`), or libpq's `key=value key='quoted value'` form. A host that
 /// starts with `/` is a unix-socket directory (`?host=/run/postgresql`, or
 /// percent-encoded in the URL's host part). Keys: `host`, `port`, `user`,
-/// `password`, `dbname`, `application_name`, `connect_timeout` (seconds),
+/// `password`, `dbname`, `application_name`, `connect_timeout` (seconds; 10 unless
+/// set, 0 for none), `keepalives` (1 or 0), `keepalives_idle`, `keepalives_interval`
+/// (seconds), `keepalives_count`, `tcp_user_timeout` (milliseconds),
 /// `sslmode` (`disable`, `allow` or `prefer`: this client speaks no TLS yet).
 /// Defaults: `localhost:5432`, user `$USER` (else `postgres`), database = user.
 ///
@@ -85,6 +96,7 @@ pub struct Config {
     application_name: Option<String>,
     connect_timeout: Option<Duration>,
     read_timeout: Option<Duration>,
+    liveness: Liveness,
 }
 
 impl Default for Config {
@@ -109,8 +121,9 @@ impl Config {
             password: None,
             dbname: None,
             application_name: None,
-            connect_timeout: None,
+            connect_timeout: Some(DEFAULT_CONNECT_TIMEOUT),
             read_timeout: None,
+            liveness: Liveness::default(),
         }
     }
 
@@ -213,7 +226,8 @@ impl Config {
         self
     }
 
-    /// Gives up connecting (and logging in) after `timeout`.
+    /// Gives up connecting and logging in after `timeout` (10 s unless set);
+    /// `Duration::ZERO` waits as long as it takes, as libpq's `connect_timeout=0`.
     ///
     /// # Examples
     ///
@@ -221,9 +235,50 @@ impl Config {
     /// use std::time::Duration;
     /// let c = neverblock_pg::Config::new().connect_timeout(Duration::from_secs(3));
     /// assert_eq!(c.get_connect_timeout(), Some(Duration::from_secs(3)));
+    /// assert_eq!(c.connect_timeout(Duration::ZERO).get_connect_timeout(), None);
     /// ```
     pub fn connect_timeout(mut self, timeout: Duration) -> Config {
-        self.connect_timeout = Some(timeout);
+        self.connect_timeout = (!timeout.is_zero()).then_some(timeout);
+        self
+    }
+
+    /// Sets the TCP keepalive probes that find a server (or a network to it) gone while
+    /// the connection is idle, or a query waits for its reply: by default the first after
+    /// 30 s of silence, then every 10 s, the connection dropped after 3 unanswered. `None`
+    /// sends none (libpq's `keepalives=0`). Unix-socket connections have none.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use neverblock::net::KeepAlive;
+    ///
+    /// let fast = KeepAlive { idle: Duration::from_secs(5), interval: Duration::from_secs(1), retries: 5 };
+    /// let c = neverblock_pg::Config::new().keepalive(Some(fast));
+    /// assert_eq!(c.get_keepalive(), Some(fast));
+    /// assert_eq!(c.keepalive(None).get_keepalive(), None);
+    /// ```
+    pub fn keepalive(mut self, keepalive: Option<KeepAlive>) -> Config {
+        self.liveness.keepalives = keepalive.is_some();
+        if let Some(keepalive) = keepalive {
+            self.liveness.keepalive = keepalive;
+        }
+        self
+    }
+
+    /// Drops a TCP connection whose sent data stays unacknowledged for `timeout`
+    /// (`TCP_USER_TIMEOUT`, libpq's `tcp_user_timeout`); `None`, the default, leaves it to
+    /// the system (many minutes of retransmissions).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let c = neverblock_pg::Config::new().tcp_user_timeout(Some(Duration::from_secs(20)));
+    /// assert_eq!(c.get_tcp_user_timeout(), Some(Duration::from_secs(20)));
+    /// ```
+    pub fn tcp_user_timeout(mut self, timeout: Option<Duration>) -> Config {
+        self.liveness.user_timeout = timeout.filter(|t| !t.is_zero());
         self
     }
 
@@ -300,15 +355,39 @@ impl Config {
         self.application_name.as_deref()
     }
 
-    /// The connect timeout, if set.
+    /// The connect timeout; `None` waits as long as connecting takes.
     ///
     /// # Examples
     ///
     /// ```
-    /// assert_eq!(neverblock_pg::Config::new().get_connect_timeout(), None);
+    /// use std::time::Duration;
+    /// assert_eq!(neverblock_pg::Config::new().get_connect_timeout(), Some(Duration::from_secs(10)));
     /// ```
     pub fn get_connect_timeout(&self) -> Option<Duration> {
         self.connect_timeout
+    }
+
+    /// The TCP keepalive probes a connection sends, if any.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let c = neverblock_pg::Config::parse("postgres://db/shop?keepalives_idle=15").unwrap();
+    /// assert_eq!(c.get_keepalive().unwrap().idle.as_secs(), 15);
+    /// ```
+    pub fn get_keepalive(&self) -> Option<KeepAlive> {
+        self.liveness.keepalive()
+    }
+
+    /// The TCP user timeout, if set.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(neverblock_pg::Config::new().get_tcp_user_timeout(), None);
+    /// ```
+    pub fn get_tcp_user_timeout(&self) -> Option<Duration> {
+        self.liveness.user_timeout
     }
 
     /// The read timeout, if set.
@@ -350,7 +429,10 @@ impl Config {
             }
             "sslmode" if matches!(value, "disable" | "allow" | "prefer") => {}
             "sslmode" => return Err(format!("sslmode={value} needs TLS, which this client does not speak yet")),
-            other => return Err(format!("unknown setting {other:?}")),
+            other => match self.liveness.set(other, value) {
+                Some(set) => set?,
+                None => return Err(format!("unknown setting {other:?}")),
+            },
         }
         Ok(())
     }
@@ -380,6 +462,8 @@ impl fmt::Debug for Config {
             .field("application_name", &self.application_name)
             .field("connect_timeout", &self.connect_timeout)
             .field("read_timeout", &self.read_timeout)
+            .field("keepalive", &self.get_keepalive())
+            .field("tcp_user_timeout", &self.liveness.user_timeout)
             .finish()
     }
 }
@@ -576,6 +660,28 @@ mod tests {
         }
         let err = Config::parse("postgres://app:hunter2@h:99999/d").unwrap_err().to_string();
         assert!(err.contains("bad port \"99999\"") && err.contains("postgres://app:***@h:99999/d"), "{err}");
+    }
+
+    #[test]
+    fn timeouts_and_keepalives_have_defaults_and_libpq_keys() {
+        let c = Config::new();
+        assert_eq!(c.get_connect_timeout(), Some(DEFAULT_CONNECT_TIMEOUT));
+        assert_eq!(c.get_keepalive(), Some(liveness::DEFAULT_KEEPALIVE));
+        let c = Config::parse("host=h connect_timeout=0 keepalives=0 tcp_user_timeout=1500").unwrap();
+        assert_eq!((c.get_connect_timeout(), c.get_keepalive()), (None, None));
+        assert_eq!(c.get_tcp_user_timeout(), Some(Duration::from_millis(1500)));
+        let c = Config::parse("postgres://h/d?connect_timeout=3&keepalives_count=9").unwrap();
+        assert_eq!(c.get_connect_timeout(), Some(Duration::from_secs(3)));
+        assert_eq!(c.get_keepalive().map(|k| k.retries), Some(9));
+        for (s, says) in [
+            ("keepalives=yes", "bad keepalives \"yes\""),
+            ("keepalives_idle=0", "keepalives_idle must be at least 1"),
+            ("keepalives_interval=-1", "bad keepalives_interval (seconds) \"-1\""),
+            ("tcp_user_timeout=soon", "bad tcp_user_timeout (milliseconds) \"soon\""),
+        ] {
+            let err = Config::parse(&format!("host=h {s}")).unwrap_err().to_string();
+            assert!(err.contains(says), "{s}: {err}");
+        }
     }
 
     #[test]

@@ -3,6 +3,8 @@
 
 use std::fmt;
 use std::io;
+use std::sync::Arc;
+use std::time::Duration;
 
 use fallible_iterator::FallibleIterator;
 use postgres_protocol::message::backend::ErrorFields;
@@ -58,6 +60,15 @@ pub enum Error {
     RowCount(usize),
     /// Every connection of the pool stayed busy past the pool's checkout timeout.
     PoolTimeout,
+    /// The pool's last attempt to connect failed, and it waits before the next (twice as
+    /// long after each failure, at most about a second): a checkout that needed a new
+    /// connection failed at once, with that attempt's error.
+    Unavailable {
+        /// How long until the pool tries again.
+        retry_in: Duration,
+        /// Why the last attempt failed.
+        last: Arc<Error>,
+    },
     /// The call is not allowed in this state (a transaction inside a transaction,
     /// a shared pool outside a runtime, …).
     Usage(String),
@@ -74,6 +85,7 @@ impl Error {
     pub fn as_db(&self) -> Option<&DbError> {
         match self {
             Error::Db(db) => Some(db),
+            Error::Unavailable { last, .. } => last.as_db(),
             _ => None,
         }
     }
@@ -102,6 +114,34 @@ impl Error {
             Error::Io(_) | Error::Closed | Error::Protocol(_) | Error::Connect { .. } | Error::Auth(_) => true,
             Error::Db(db) => db.is_fatal(),
             _ => false,
+        }
+    }
+
+    /// Whether this error, from an attempt to connect, says nothing about the server:
+    /// the caller's own `timeout` expired, or the call was refused before dialling.
+    pub(crate) fn says_nothing_of_the_server(&self) -> bool {
+        matches!(self, Error::Timeout | Error::Usage(_) | Error::Config(_) | Error::Unavailable { .. })
+    }
+
+    /// A copy of this error (an I/O error keeps its kind and message), for a pool that
+    /// reports its last failed connect to later checkouts.
+    pub(crate) fn duplicate(&self) -> Error {
+        let io_copy = |e: &io::Error| io::Error::new(e.kind(), e.to_string());
+        match self {
+            Error::Config(m) => Error::Config(m.clone()),
+            Error::Connect { target, source } => Error::Connect { target: target.clone(), source: io_copy(source) },
+            Error::Auth(m) => Error::Auth(m.clone()),
+            Error::Db(db) => Error::Db(db.clone()),
+            Error::Io(e) => Error::Io(io_copy(e)),
+            Error::Closed => Error::Closed,
+            Error::Timeout => Error::Timeout,
+            Error::Protocol(m) => Error::Protocol(m.clone()),
+            Error::Param(m) => Error::Param(m.clone()),
+            Error::Column(m) => Error::Column(m.clone()),
+            Error::RowCount(n) => Error::RowCount(*n),
+            Error::PoolTimeout => Error::PoolTimeout,
+            Error::Unavailable { retry_in, last } => Error::Unavailable { retry_in: *retry_in, last: last.clone() },
+            Error::Usage(m) => Error::Usage(m.clone()),
         }
     }
 
@@ -134,6 +174,9 @@ impl fmt::Display for Error {
             Error::Column(m) => write!(f, "cannot read column: {m}"),
             Error::RowCount(n) => write!(f, "expected exactly one row, got {n}"),
             Error::PoolTimeout => f.write_str("no pooled connection became free before the checkout timeout"),
+            Error::Unavailable { retry_in, last } => {
+                write!(f, "{last} (the pool tries again in {} ms)", retry_in.as_millis())
+            }
             Error::Usage(m) => f.write_str(m),
         }
     }
@@ -145,6 +188,7 @@ impl std::error::Error for Error {
             Error::Connect { source, .. } => Some(source),
             Error::Io(e) => Some(e),
             Error::Db(db) => Some(&**db),
+            Error::Unavailable { last, .. } => Some(&**last),
             _ => None,
         }
     }

@@ -58,6 +58,8 @@ start
 while read -r command; do
   case "$command" in
     restart) stop; start; echo restarted ;;
+    stop) stop; echo stopped ;;
+    start) start; echo started ;;
   esac
 done
 stop
@@ -280,18 +282,51 @@ impl Postgres {
     /// postgres.restart().unwrap(); // every session ends; new ones connect
     /// ```
     pub fn restart(&self) -> Result<(), Error> {
-        {
-            let mut supervisor = self.supervisor.lock().unwrap_or_else(|p| p.into_inner());
-            let gone = || Error::Usage("the server's supervisor is gone".into());
-            let commands = supervisor.commands.as_mut().ok_or_else(gone)?;
-            commands.write_all(b"restart\n").and_then(|()| commands.flush()).map_err(|_| gone())?;
-            let mut line = String::new();
-            supervisor.replies.read_line(&mut line).map_err(|_| gone())?;
-            if line.trim() != "restarted" {
-                return Err(gone());
-            }
-        }
+        self.tell_supervisor("restart", "restarted")?;
         self.wait_ready()
+    }
+
+    /// Stops the server (a fast shutdown: sessions end, nothing listens) until
+    /// [`start_again`](Postgres::start_again). Blocks the thread, like [`restart`](Postgres::restart).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Usage`] when the supervisor is gone.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let postgres = neverblock_pg::throwaway::Postgres::start().unwrap();
+    /// postgres.stop().unwrap(); // an outage
+    /// postgres.start_again().unwrap();
+    /// ```
+    pub fn stop(&self) -> Result<(), Error> {
+        self.tell_supervisor("stop", "stopped")
+    }
+
+    /// Starts the server [`stop`](Postgres::stop) stopped, on the same port, and waits
+    /// until it accepts logins.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Usage`] when the supervisor is gone or the server does not come back.
+    pub fn start_again(&self) -> Result<(), Error> {
+        self.tell_supervisor("start", "started")?;
+        self.wait_ready()
+    }
+
+    /// Sends the supervisor `command` and waits for its `reply`.
+    fn tell_supervisor(&self, command: &str, reply: &str) -> Result<(), Error> {
+        let mut supervisor = self.supervisor.lock().unwrap_or_else(|p| p.into_inner());
+        let gone = || Error::Usage("the server's supervisor is gone".into());
+        let commands = supervisor.commands.as_mut().ok_or_else(gone)?;
+        writeln!(commands, "{command}").and_then(|()| commands.flush()).map_err(|_| gone())?;
+        let mut line = String::new();
+        supervisor.replies.read_line(&mut line).map_err(|_| gone())?;
+        if line.trim() != reply {
+            return Err(gone());
+        }
+        Ok(())
     }
 
     /// Waits until the superuser can log in and run a query.

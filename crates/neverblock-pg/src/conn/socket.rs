@@ -11,6 +11,7 @@ use neverblock::net::{TcpStream, UnixStream};
 use postgres_protocol::message::backend::Message;
 
 use crate::config::Host;
+use crate::Config;
 use crate::Error;
 
 /// How much one read asks the kernel for.
@@ -34,6 +35,18 @@ impl TcpOrUnixStream {
                 Ok(TcpOrUnixStream::Tcp(stream))
             }
             Host::Unix(dir, port) => UnixStream::connect(Host::socket_path(dir, *port)).map(TcpOrUnixStream::Unix),
+        }
+    }
+
+    /// Sets a TCP connection's keepalive probes and user timeout as `config` says (a
+    /// unix socket has no network to lose).
+    pub(crate) fn watch_liveness(&self, config: &Config) -> io::Result<()> {
+        match self {
+            TcpOrUnixStream::Tcp(s) => {
+                s.set_keepalive(config.get_keepalive().as_ref())?;
+                s.set_user_timeout(config.get_tcp_user_timeout())
+            }
+            TcpOrUnixStream::Unix(_) => Ok(()),
         }
     }
 
@@ -128,5 +141,40 @@ impl Framed {
         let sent = self.socket.write_all(out);
         out.clear();
         sent.map_err(Error::io)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use neverblock::net::{KeepAlive, TcpListener};
+
+    use super::*;
+
+    /// The keepalive a connection made under `config` ends up with.
+    fn keepalive_under(config: Config) -> Option<KeepAlive> {
+        neverblock::run(move || {
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            let host = Host::Tcp("127.0.0.1".into(), listener.local_addr().unwrap().port());
+            let socket = TcpOrUnixStream::connect(&host).unwrap();
+            socket.watch_liveness(&config).unwrap();
+            match &socket {
+                TcpOrUnixStream::Tcp(s) => s.keepalive().unwrap(),
+                TcpOrUnixStream::Unix(_) => unreachable!(),
+            }
+        })
+    }
+
+    #[test]
+    fn every_tcp_connection_gets_keepalive_probes_unless_told_otherwise() {
+        let default = keepalive_under(Config::new()).expect("on by default");
+        assert_eq!(default.idle, Duration::from_secs(30));
+        assert_eq!((default.interval, default.retries), (Duration::from_secs(10), 3));
+        let asked =
+            Config::parse("postgres://h/db?keepalives_idle=7&keepalives_interval=2&keepalives_count=4").unwrap();
+        let want = KeepAlive { idle: Duration::from_secs(7), interval: Duration::from_secs(2), retries: 4 };
+        assert_eq!(keepalive_under(asked), Some(want));
+        assert_eq!(keepalive_under(Config::parse("postgres://h/db?keepalives=0").unwrap()), None);
     }
 }

@@ -39,6 +39,7 @@ fn connect_timed_out(config: &Config) -> Error {
 
 fn open_now(config: &Config) -> Result<Session, Error> {
     let socket = TcpOrUnixStream::connect(config.get_host())
+        .and_then(|socket| socket.watch_liveness(config).map(|()| socket))
         .map_err(|source| Error::Connect { target: config.get_host().to_string(), source })?;
     let mut framed = Framed::new(socket);
     let mut out = BytesMut::with_capacity(256);

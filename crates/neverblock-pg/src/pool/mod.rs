@@ -14,6 +14,7 @@
 //! ```
 
 mod per_loop;
+mod redial;
 mod shared;
 
 pub use per_loop::LoopPools;
@@ -170,12 +171,14 @@ impl PoolBuilder {
     /// ```
     pub fn build(self) -> Pool {
         assert!(self.shared <= self.max_size, "{} shared connections in a pool of {}", self.shared, self.max_size);
-        let shared = (self.shared > 0).then(|| shared::SharedConnections::new(&self));
+        let redial = Rc::new(redial::Redial::default());
+        let shared = (self.shared > 0).then(|| shared::SharedConnections::new(&self, redial.clone()));
         Pool {
             inner: Rc::new(Inner {
                 lent_size: self.max_size - self.shared,
                 state: RefCell::new(State { idle: Vec::new(), open: 0, waiters: VecDeque::new() }),
                 shared,
+                redial,
                 settings: self,
             }),
         }
@@ -214,6 +217,8 @@ struct Inner {
     lent_size: usize,
     state: RefCell<State>,
     shared: Option<shared::SharedConnections>,
+    /// When the lent and the shared connections may dial the server again.
+    redial: Rc<redial::Redial>,
 }
 
 struct State {
@@ -306,7 +311,8 @@ impl Pool {
     /// # Errors
     ///
     /// [`Error::PoolTimeout`] after the checkout timeout; [`Error::Timeout`] when
-    /// a `timeout` around the call expires first; opening a connection's errors;
+    /// a `timeout` around the call expires first; opening a connection's errors, or at
+    /// once [`Error::Unavailable`] while the pool waits to try again after a failed one;
     /// [`Error::Usage`] when every connection is shared.
     ///
     /// # Examples
@@ -458,7 +464,7 @@ impl Inner {
     /// if it fails (or the fiber unwinds meanwhile).
     fn open(&self) -> Result<Connection, Error> {
         let mut permit = Permit { pool: self, held: true };
-        let conn = Connection::connect(&self.settings.config)?;
+        let conn = self.redial.dial(|| Connection::connect(&self.settings.config))?;
         permit.held = false;
         Ok(conn)
     }

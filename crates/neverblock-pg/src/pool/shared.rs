@@ -29,6 +29,7 @@ use neverblock::sync::Notify;
 use postgres_protocol::message::backend::Message;
 use postgres_protocol::message::frontend;
 
+use super::redial::Redial;
 use super::PoolBuilder;
 use crate::conn::socket::{Framed, TcpOrUnixStream};
 use crate::conn::{
@@ -53,6 +54,8 @@ pub(super) struct SharedConnections {
     statements: RefCell<HashMap<Box<str>, Statement>>,
     prepared: Cell<u64>,
     capacity: Rc<Capacity>,
+    /// The pool's: when a new connection may be dialled.
+    redial: Rc<Redial>,
 }
 
 /// What fibers wait on for a connection with room for one more query: woken
@@ -100,7 +103,7 @@ enum Outcome {
 }
 
 impl SharedConnections {
-    pub(super) fn new(settings: &PoolBuilder) -> SharedConnections {
+    pub(super) fn new(settings: &PoolBuilder, redial: Rc<Redial>) -> SharedConnections {
         SharedConnections {
             config: settings.config.clone(),
             size: settings.shared,
@@ -112,6 +115,7 @@ impl SharedConnections {
             statements: RefCell::new(HashMap::new()),
             prepared: Cell::new(0),
             capacity: Rc::new(Capacity::default()),
+            redial,
         }
     }
 
@@ -244,7 +248,7 @@ impl SharedConnections {
         }
         self.opening.set(self.opening.get() + 1);
         let opening = Opening(self);
-        let framed = open_framed(&self.config)?;
+        let framed = self.redial.dial(|| open_framed(&self.config))?;
         let conn = Rc::new(Conn {
             socket: framed.socket().clone(),
             out: RefCell::new(BytesMut::with_capacity(8192)),
