@@ -1,12 +1,16 @@
 //! Connection settings: libpq's URLs (`postgres://user:pass@host:port/db?…`) and
 //! `key=value` strings, or a builder.
 
+mod tls;
+
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
 use crate::Error;
+pub(crate) use tls::SYSTEM_ROOTS;
+pub use tls::{ChannelBinding, SslMode};
 
 /// Where the server listens.
 ///
@@ -59,9 +63,15 @@ impl fmt::Display for Host {
 /// `postgresql://`), or libpq's `key=value key='quoted value'` form. A host that
 /// starts with `/` is a unix-socket directory (`?host=/run/postgresql`, or
 /// percent-encoded in the URL's host part). Keys: `host`, `port`, `user`,
-/// `password`, `dbname`, `application_name`, `connect_timeout` (seconds),
-/// `sslmode` (`disable`, `allow` or `prefer`: this client speaks no TLS yet).
-/// Defaults: `localhost:5432`, user `$USER` (else `postgres`), database = user.
+/// `password`, `dbname`, `application_name`, `connect_timeout` (seconds), and
+/// TLS's, as libpq spells them: `sslmode` ([`SslMode`]: `disable`, `allow`,
+/// `prefer`, `require`, `verify-ca`, `verify-full`), `sslrootcert` (a PEM file
+/// of CAs, or `system`), `sslcert` and `sslkey` (a client certificate), and
+/// `channel_binding` ([`ChannelBinding`]: `disable`, `prefer`, `require`).
+/// Defaults: `localhost:5432`, user `$USER` (else `postgres`), database = user,
+/// `sslmode=prefer` (TLS when the server offers it, its certificate checked only
+/// if `~/.postgresql/root.crt` exists), and the client certificate
+/// `~/.postgresql/postgresql.crt` (key `postgresql.key`) if it exists.
 ///
 /// # Examples
 ///
@@ -75,6 +85,9 @@ impl fmt::Display for Host {
 /// let c = Config::parse("host=/run/postgresql user=app dbname='my db'").unwrap();
 /// assert_eq!(c.get_host(), &Host::Unix("/run/postgresql".into(), 5432));
 /// assert_eq!(c.get_dbname(), "my db");
+///
+/// let c = Config::parse("postgres://db.internal/shop?sslmode=verify-full&sslrootcert=/etc/ssl/db-ca.pem").unwrap();
+/// assert_eq!(c.get_ssl_mode(), neverblock_pg::config::SslMode::VerifyFull);
 /// ```
 #[derive(Clone, PartialEq, Eq)]
 pub struct Config {
@@ -85,6 +98,7 @@ pub struct Config {
     application_name: Option<String>,
     connect_timeout: Option<Duration>,
     read_timeout: Option<Duration>,
+    tls: tls::TlsSettings,
 }
 
 impl Default for Config {
@@ -111,6 +125,7 @@ impl Config {
             application_name: None,
             connect_timeout: None,
             read_timeout: None,
+            tls: tls::TlsSettings::default(),
         }
     }
 
@@ -348,8 +363,11 @@ impl Config {
                 let secs: u64 = value.parse().map_err(|_| format!("bad connect_timeout {value:?}"))?;
                 self.connect_timeout = (secs > 0).then(|| Duration::from_secs(secs));
             }
-            "sslmode" if matches!(value, "disable" | "allow" | "prefer") => {}
-            "sslmode" => return Err(format!("sslmode={value} needs TLS, which this client does not speak yet")),
+            "sslmode" => self.tls.mode = Some(value.parse()?),
+            "sslrootcert" => self.tls.root_cert = Some(value.into()),
+            "sslcert" => self.tls.cert = Some(value.into()),
+            "sslkey" => self.tls.key = Some(value.into()),
+            "channel_binding" => self.tls.channel_binding = value.parse()?,
             other => return Err(format!("unknown setting {other:?}")),
         }
         Ok(())
@@ -380,6 +398,7 @@ impl fmt::Debug for Config {
             .field("application_name", &self.application_name)
             .field("connect_timeout", &self.connect_timeout)
             .field("read_timeout", &self.read_timeout)
+            .field("tls", &self.tls)
             .finish()
     }
 }
@@ -546,7 +565,8 @@ mod tests {
         for (s, says) in [
             ("postgres://h:0/d", "bad port"),
             ("postgres://h/d?nope=1", "unknown setting"),
-            ("postgres://h/d?sslmode=require", "TLS"),
+            ("postgres://h/d?sslmode=always", "bad sslmode"),
+            ("host=h channel_binding=yes", "bad channel_binding"),
             ("postgres://h/%zz", "percent-escape"),
             ("host='h", "unclosed quote"),
             ("host", "no '='"),
@@ -570,12 +590,49 @@ mod tests {
             "mysql://app:hunter2@h/d",
             "password=hunter2 port=99999",
             "password='hunter2 port=1",
+            "postgres://app:hunter2@h/d?sslmode=always",
+            "password=hunter2 channel_binding=yes",
         ] {
             let err = Config::parse(s).unwrap_err().to_string();
             assert!(!err.contains("hunter") && !err.contains("ter2"), "{s}: {err}");
         }
         let err = Config::parse("postgres://app:hunter2@h:99999/d").unwrap_err().to_string();
         assert!(err.contains("bad port \"99999\"") && err.contains("postgres://app:***@h:99999/d"), "{err}");
+    }
+
+    #[test]
+    fn tls_settings_parse_from_urls_and_key_values_alike() {
+        let url = "postgres://u@h/d?sslmode=verify-ca&sslrootcert=%2Fca.pem&sslcert=c.pem&sslkey=k.pem&channel_binding=require";
+        let kv = "host=h user=u dbname=d sslmode=verify-ca sslrootcert=/ca.pem sslcert=c.pem sslkey=k.pem channel_binding=require";
+        let built = Config::new()
+            .tcp("h", 5432)
+            .user("u")
+            .dbname("d")
+            .ssl_mode(SslMode::VerifyCa)
+            .ssl_root_cert("/ca.pem")
+            .ssl_cert("c.pem")
+            .ssl_key("k.pem")
+            .channel_binding(ChannelBinding::Require);
+        assert_eq!(Config::parse(url).unwrap(), built);
+        assert_eq!(Config::parse(kv).unwrap(), built);
+        for mode in ["disable", "allow", "prefer", "require", "verify-ca", "verify-full"] {
+            let c = Config::parse(&format!("host=h sslmode={mode}")).unwrap();
+            assert_eq!(c.get_ssl_mode().to_string(), mode);
+        }
+    }
+
+    #[test]
+    fn system_roots_make_verify_full_the_default_mode() {
+        assert_eq!(Config::parse("host=h sslrootcert=system").unwrap().get_ssl_mode(), SslMode::VerifyFull);
+        let weaker = Config::parse("host=h sslrootcert=system sslmode=require").unwrap();
+        assert_eq!(weaker.get_ssl_mode(), SslMode::Require, "kept as set: connecting refuses it");
+    }
+
+    #[test]
+    fn debug_output_shows_the_tls_files() {
+        let c = Config::parse("postgres://u@h/d?sslkey=/keys/app.key&sslrootcert=system").unwrap();
+        let debug = format!("{c:?}");
+        assert!(debug.contains("/keys/app.key") && debug.contains("system"), "{debug}");
     }
 
     #[test]

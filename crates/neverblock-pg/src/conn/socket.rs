@@ -1,5 +1,5 @@
-//! The byte stream under a connection: a TCP or unix socket, read in large chunks
-//! into a buffer that backend messages are split from without copying.
+//! The byte stream under a connection: a TCP or unix socket, or TLS over TCP, read in
+//! large chunks into a buffer that backend messages are split from without copying.
 
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
@@ -10,17 +10,20 @@ use bytes::BytesMut;
 use neverblock::net::{TcpStream, UnixStream};
 use postgres_protocol::message::backend::Message;
 
+use super::tls::TlsStream;
 use crate::config::Host;
 use crate::Error;
 
 /// How much one read asks the kernel for.
 const READ_CHUNK: usize = 16 * 1024;
 
-/// A connected stream to the server, over TCP or a unix-domain socket.
+/// A connected stream to the server, over TCP or a unix-domain socket, or TLS over TCP
+/// (`super::tls::negotiate` makes it; cleartext pays for it with one more match arm).
 #[derive(Debug)]
 pub(crate) enum TcpOrUnixStream {
     Tcp(TcpStream),
     Unix(UnixStream),
+    Tls(Box<TlsStream>),
 }
 
 impl TcpOrUnixStream {
@@ -41,6 +44,7 @@ impl TcpOrUnixStream {
         match self {
             TcpOrUnixStream::Tcp(s) => (&*s).read(buf),
             TcpOrUnixStream::Unix(s) => (&*s).read(buf),
+            TcpOrUnixStream::Tls(s) => s.read(buf),
         }
     }
 
@@ -48,6 +52,7 @@ impl TcpOrUnixStream {
         match self {
             TcpOrUnixStream::Tcp(s) => (&*s).write_all(buf),
             TcpOrUnixStream::Unix(s) => (&*s).write_all(buf),
+            TcpOrUnixStream::Tls(s) => s.write_all(buf),
         }
     }
 
@@ -56,6 +61,7 @@ impl TcpOrUnixStream {
         let _ = match self {
             TcpOrUnixStream::Tcp(s) => s.shutdown(Shutdown::Both),
             TcpOrUnixStream::Unix(s) => s.shutdown(Shutdown::Both),
+            TcpOrUnixStream::Tls(s) => s.tcp().shutdown(Shutdown::Both),
         };
     }
 
@@ -63,18 +69,29 @@ impl TcpOrUnixStream {
         match self {
             TcpOrUnixStream::Tcp(s) => s.set_read_timeout(timeout),
             TcpOrUnixStream::Unix(s) => s.set_read_timeout(timeout),
+            TcpOrUnixStream::Tls(s) => s.tcp().set_read_timeout(timeout),
         }
     }
 
     /// Whether the peer has sent anything, closed, or failed, checked without
-    /// waiting: an idle connection should have nothing to say.
+    /// waiting: an idle connection should have nothing to say (over TLS, not even a
+    /// record: the raw socket is peeked).
     pub(crate) fn has_pending_input(&self) -> bool {
         let mut byte = [0u8; 1];
         let peeked = match self {
             TcpOrUnixStream::Tcp(s) => s.try_peek(&mut byte),
             TcpOrUnixStream::Unix(s) => s.try_peek(&mut byte),
+            TcpOrUnixStream::Tls(s) => s.tcp().try_peek(&mut byte),
         };
         !matches!(peeked, Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+    }
+
+    /// The TLS session, when the stream is one.
+    pub(crate) fn tls(&self) -> Option<&TlsStream> {
+        match self {
+            TcpOrUnixStream::Tls(s) => Some(s),
+            _ => None,
+        }
     }
 }
 
