@@ -2,6 +2,7 @@
 //! `key=value` strings, or a builder.
 
 mod liveness;
+mod tls;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -16,6 +17,8 @@ use liveness::Liveness;
 /// How long connecting and logging in may take unless a connection string or
 /// [`Config::connect_timeout`] says otherwise.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) use tls::SYSTEM_ROOTS;
+pub use tls::{ChannelBinding, SslMode};
 
 /// Where the server listens.
 ///
@@ -70,9 +73,15 @@ impl fmt::Display for Host {
 /// percent-encoded in the URL's host part). Keys: `host`, `port`, `user`,
 /// `password`, `dbname`, `application_name`, `connect_timeout` (seconds; 10 unless
 /// set, 0 for none), `keepalives` (1 or 0), `keepalives_idle`, `keepalives_interval`
-/// (seconds), `keepalives_count`, `tcp_user_timeout` (milliseconds),
-/// `sslmode` (`disable`, `allow` or `prefer`: this client speaks no TLS yet).
-/// Defaults: `localhost:5432`, user `$USER` (else `postgres`), database = user.
+/// (seconds), `keepalives_count`, `tcp_user_timeout` (milliseconds), and
+/// TLS's, as libpq spells them: `sslmode` ([`SslMode`]: `disable`, `allow`,
+/// `prefer`, `require`, `verify-ca`, `verify-full`), `sslrootcert` (a PEM file
+/// of CAs, or `system`), `sslcert` and `sslkey` (a client certificate), and
+/// `channel_binding` ([`ChannelBinding`]: `disable`, `prefer`, `require`).
+/// Defaults: `localhost:5432`, user `$USER` (else `postgres`), database = user,
+/// `sslmode=prefer` (TLS when the server offers it, its certificate checked only
+/// if `~/.postgresql/root.crt` exists), and the client certificate
+/// `~/.postgresql/postgresql.crt` (key `postgresql.key`) if it exists.
 ///
 /// # Examples
 ///
@@ -86,6 +95,9 @@ impl fmt::Display for Host {
 /// let c = Config::parse("host=/run/postgresql user=app dbname='my db'").unwrap();
 /// assert_eq!(c.get_host(), &Host::Unix("/run/postgresql".into(), 5432));
 /// assert_eq!(c.get_dbname(), "my db");
+///
+/// let c = Config::parse("postgres://db.internal/shop?sslmode=verify-full&sslrootcert=/etc/ssl/db-ca.pem").unwrap();
+/// assert_eq!(c.get_ssl_mode(), neverblock_pg::config::SslMode::VerifyFull);
 /// ```
 #[derive(Clone, PartialEq, Eq)]
 pub struct Config {
@@ -97,6 +109,7 @@ pub struct Config {
     connect_timeout: Option<Duration>,
     read_timeout: Option<Duration>,
     liveness: Liveness,
+    tls: tls::TlsSettings,
 }
 
 impl Default for Config {
@@ -124,6 +137,7 @@ impl Config {
             connect_timeout: Some(DEFAULT_CONNECT_TIMEOUT),
             read_timeout: None,
             liveness: Liveness::default(),
+            tls: tls::TlsSettings::default(),
         }
     }
 
@@ -427,8 +441,11 @@ impl Config {
                 let secs: u64 = value.parse().map_err(|_| format!("bad connect_timeout {value:?}"))?;
                 self.connect_timeout = (secs > 0).then(|| Duration::from_secs(secs));
             }
-            "sslmode" if matches!(value, "disable" | "allow" | "prefer") => {}
-            "sslmode" => return Err(format!("sslmode={value} needs TLS, which this client does not speak yet")),
+            "sslmode" => self.tls.mode = Some(value.parse()?),
+            "sslrootcert" => self.tls.root_cert = Some(value.into()),
+            "sslcert" => self.tls.cert = Some(value.into()),
+            "sslkey" => self.tls.key = Some(value.into()),
+            "channel_binding" => self.tls.channel_binding = value.parse()?,
             other => match self.liveness.set(other, value) {
                 Some(set) => set?,
                 None => return Err(format!("unknown setting {other:?}")),
@@ -464,6 +481,7 @@ impl fmt::Debug for Config {
             .field("read_timeout", &self.read_timeout)
             .field("keepalive", &self.get_keepalive())
             .field("tcp_user_timeout", &self.liveness.user_timeout)
+            .field("tls", &self.tls)
             .finish()
     }
 }
@@ -630,7 +648,8 @@ mod tests {
         for (s, says) in [
             ("postgres://h:0/d", "bad port"),
             ("postgres://h/d?nope=1", "unknown setting"),
-            ("postgres://h/d?sslmode=require", "TLS"),
+            ("postgres://h/d?sslmode=always", "bad sslmode"),
+            ("host=h channel_binding=yes", "bad channel_binding"),
             ("postgres://h/%zz", "percent-escape"),
             ("host='h", "unclosed quote"),
             ("host", "no '='"),
@@ -654,6 +673,8 @@ mod tests {
             "mysql://app:hunter2@h/d",
             "password=hunter2 port=99999",
             "password='hunter2 port=1",
+            "postgres://app:hunter2@h/d?sslmode=always",
+            "password=hunter2 channel_binding=yes",
         ] {
             let err = Config::parse(s).unwrap_err().to_string();
             assert!(!err.contains("hunter") && !err.contains("ter2"), "{s}: {err}");
@@ -682,6 +703,41 @@ mod tests {
             let err = Config::parse(&format!("host=h {s}")).unwrap_err().to_string();
             assert!(err.contains(says), "{s}: {err}");
         }
+    }
+
+    #[test]
+    fn tls_settings_parse_from_urls_and_key_values_alike() {
+        let url = "postgres://u@h/d?sslmode=verify-ca&sslrootcert=%2Fca.pem&sslcert=c.pem&sslkey=k.pem&channel_binding=require";
+        let kv = "host=h user=u dbname=d sslmode=verify-ca sslrootcert=/ca.pem sslcert=c.pem sslkey=k.pem channel_binding=require";
+        let built = Config::new()
+            .tcp("h", 5432)
+            .user("u")
+            .dbname("d")
+            .ssl_mode(SslMode::VerifyCa)
+            .ssl_root_cert("/ca.pem")
+            .ssl_cert("c.pem")
+            .ssl_key("k.pem")
+            .channel_binding(ChannelBinding::Require);
+        assert_eq!(Config::parse(url).unwrap(), built);
+        assert_eq!(Config::parse(kv).unwrap(), built);
+        for mode in ["disable", "allow", "prefer", "require", "verify-ca", "verify-full"] {
+            let c = Config::parse(&format!("host=h sslmode={mode}")).unwrap();
+            assert_eq!(c.get_ssl_mode().to_string(), mode);
+        }
+    }
+
+    #[test]
+    fn system_roots_make_verify_full_the_default_mode() {
+        assert_eq!(Config::parse("host=h sslrootcert=system").unwrap().get_ssl_mode(), SslMode::VerifyFull);
+        let weaker = Config::parse("host=h sslrootcert=system sslmode=require").unwrap();
+        assert_eq!(weaker.get_ssl_mode(), SslMode::Require, "kept as set: connecting refuses it");
+    }
+
+    #[test]
+    fn debug_output_shows_the_tls_files() {
+        let c = Config::parse("postgres://u@h/d?sslkey=/keys/app.key&sslrootcert=system").unwrap();
+        let debug = format!("{c:?}");
+        assert!(debug.contains("/keys/app.key") && debug.contains("system"), "{debug}");
     }
 
     #[test]

@@ -34,8 +34,12 @@ pub enum Error {
     /// Authentication could not be carried out on our side: the server asked for a
     /// password and none was given, asked for a method this client does not speak,
     /// or its SCRAM proof did not check out. (A wrong password is the server's
-    /// [`Error::Db`] with SQLSTATE `28P01`.)
+    /// [`Error::Db`] with SQLSTATE `28P01`.) Also `channel_binding=require` unmet.
     Auth(String),
+    /// TLS could not be set up as `sslmode` asks: the server offers no TLS and the mode
+    /// requires it, its certificate is not trusted or does not name the host, or the
+    /// handshake failed. (Unreadable certificate or key files are [`Error::Config`].)
+    Tls(String),
     /// The server reported an error: SQLSTATE, message, detail, hint, position…
     /// A `FATAL` one (a terminated backend, an unknown database) also ends the connection.
     Db(Box<DbError>),
@@ -112,6 +116,7 @@ impl Error {
     pub fn is_fatal(&self) -> bool {
         match self {
             Error::Io(_) | Error::Closed | Error::Protocol(_) | Error::Connect { .. } | Error::Auth(_) => true,
+            Error::Tls(_) => true,
             Error::Db(db) => db.is_fatal(),
             _ => false,
         }
@@ -131,6 +136,7 @@ impl Error {
             Error::Config(m) => Error::Config(m.clone()),
             Error::Connect { target, source } => Error::Connect { target: target.clone(), source: io_copy(source) },
             Error::Auth(m) => Error::Auth(m.clone()),
+            Error::Tls(m) => Error::Tls(m.clone()),
             Error::Db(db) => Error::Db(db.clone()),
             Error::Io(e) => Error::Io(io_copy(e)),
             Error::Closed => Error::Closed,
@@ -165,6 +171,7 @@ impl fmt::Display for Error {
             Error::Config(m) => write!(f, "invalid configuration: {m}"),
             Error::Connect { target, source } => write!(f, "cannot connect to PostgreSQL at {target}: {source}"),
             Error::Auth(m) => write!(f, "authentication failed: {m}"),
+            Error::Tls(m) => write!(f, "TLS failed: {m}"),
             Error::Db(db) => db.fmt(f),
             Error::Io(e) => write!(f, "connection to PostgreSQL failed: {e}"),
             Error::Closed => f.write_str("the server closed the connection"),

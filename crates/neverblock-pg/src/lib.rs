@@ -3,9 +3,11 @@
 //!
 //! A query parks its fiber while the server works, and other fibers run; the
 //! code reads as plain blocking code. Outside a runtime the same calls block the
-//! thread. The wire format is `postgres-protocol`'s: startup with trust,
-//! cleartext, md5 or SCRAM-SHA-256; the extended protocol with every query text
-//! prepared once per connection and cached; typed rows ([`types`]); pipelines;
+//! thread. The wire format is `postgres-protocol`'s: TLS as libpq's `sslmode`
+//! says (rustls; see [`Config`]), startup with trust, cleartext, md5 or
+//! SCRAM-SHA-256 (bound to the TLS session when it can be); the extended
+//! protocol with every query text prepared once per connection and cached;
+//! typed rows ([`types`]); pipelines;
 //! transactions that roll back when dropped; server errors as [`DbError`]
 //! values with their SQLSTATE; a query whose fiber's `timeout` expires is
 //! cancelled on the server and its connection stays usable. [`Pool`] lends a

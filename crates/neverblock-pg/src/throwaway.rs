@@ -14,9 +14,16 @@
 //! Authentication: the superuser `postgres` and every role are trusted, except
 //! members of `md5_users` (md5) and of `scram_users` (SCRAM-SHA-256), over the
 //! socket and TCP alike. The server is tuned for throwaway data (`fsync=off`).
+//!
+//! [`Postgres::start_with_tls`] also turns TLS on, with a throwaway CA of its own
+//! and a server certificate it signed for `localhost` and `127.0.0.1`; over TCP,
+//! members of `tls_users` may then log in only over TLS, and members of
+//! `cert_users` only over TLS with a client certificate (`cert`), which the CA
+//! issued for the role [`CLIENT_CERT_USER`].
 
 use std::fmt;
 use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -75,6 +82,23 @@ host all +scram_users 127.0.0.1/32 scram-sha-256
 host all all 127.0.0.1/32 trust
 ";
 
+/// Put before [`HBA`] on a server with TLS.
+const TLS_HBA: &str = "\
+hostnossl all +tls_users 127.0.0.1/32 reject
+hostssl all +cert_users 127.0.0.1/32 cert
+host all +cert_users 127.0.0.1/32 reject
+";
+
+/// The login role (a member of `cert_users`) that the client certificate of a server started
+/// with [`Postgres::start_with_tls`] names.
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(neverblock_pg::throwaway::CLIENT_CERT_USER, "cert_user");
+/// ```
+pub const CLIENT_CERT_USER: &str = "cert_user";
+
 /// A running throwaway PostgreSQL server; dropping it stops it and removes its directory.
 ///
 /// # Examples
@@ -97,7 +121,16 @@ host all all 127.0.0.1/32 trust
 pub struct Postgres {
     dir: PathBuf,
     port: u16,
+    /// The certificate files, when TLS is on.
+    tls: Option<TlsFiles>,
     supervisor: Mutex<Supervisor>,
+}
+
+/// What a server with TLS wrote into its directory for clients.
+struct TlsFiles {
+    ca_cert: PathBuf,
+    client_cert: PathBuf,
+    client_key: PathBuf,
 }
 
 struct Supervisor {
@@ -160,6 +193,40 @@ impl Postgres {
     /// println!("{}", postgres.url());
     /// ```
     pub fn start() -> Result<Postgres, Error> {
+        Postgres::start_with(false)
+    }
+
+    /// Like [`start`](Postgres::start), with TLS on (`ssl=on`): a throwaway CA (see
+    /// [`ca_cert_path`](Postgres::ca_cert_path)) signs the server's certificate for
+    /// `localhost` and `127.0.0.1`, and a client certificate for [`CLIENT_CERT_USER`].
+    ///
+    /// # Errors
+    ///
+    /// As [`start`](Postgres::start); [`Error::Usage`] when the certificates cannot be made.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_pg::{config::SslMode, throwaway::Postgres, Connection};
+    ///
+    /// # if Postgres::binaries().is_err() { return; } // no PostgreSQL installed here
+    /// let postgres = Postgres::start_with_tls().unwrap();
+    /// let config = postgres
+    ///     .tcp_config()
+    ///     .tcp("localhost", postgres.port())
+    ///     .ssl_mode(SslMode::VerifyFull)
+    ///     .ssl_root_cert(postgres.ca_cert_path().unwrap());
+    /// let over_tls: bool = neverblock::run(move || {
+    ///     let mut conn = Connection::connect(&config).unwrap();
+    ///     conn.query_one("select ssl from pg_stat_ssl where pid = pg_backend_pid()", &[]).unwrap().get(0)
+    /// });
+    /// assert!(over_tls);
+    /// ```
+    pub fn start_with_tls() -> Result<Postgres, Error> {
+        Postgres::start_with(true)
+    }
+
+    fn start_with(tls: bool) -> Result<Postgres, Error> {
         let bin = Postgres::binaries()?;
         let account = Account::unprivileged();
         let dir = fresh_dir()?;
@@ -182,7 +249,14 @@ impl Postgres {
                 return Err(Error::Usage(format!("cannot run initdb: {e}")));
             }
         }
-        std::fs::write(dir.join("data/pg_hba.conf"), HBA).map_err(Error::Io)?;
+        let tls = match tls {
+            true => Some(turn_tls_on(&dir, &account).inspect_err(|_| {
+                let _ = std::fs::remove_dir_all(&dir);
+            })?),
+            false => None,
+        };
+        let hba = if tls.is_some() { format!("{TLS_HBA}{HBA}") } else { HBA.to_owned() };
+        std::fs::write(dir.join("data/pg_hba.conf"), hba).map_err(Error::Io)?;
         let port = free_port()?;
         let mut child = account
             .command("sh")
@@ -200,10 +274,16 @@ impl Postgres {
             replies: BufReader::new(child.stdout.take().expect("piped")),
             child,
         };
-        let postgres = Postgres { dir, port, supervisor: Mutex::new(supervisor) };
+        let postgres = Postgres { dir, port, tls, supervisor: Mutex::new(supervisor) };
         postgres.wait_ready()?;
         let mut admin = Connection::connect(&postgres.config())?;
         admin.batch_execute("create role md5_users nologin; create role scram_users nologin")?;
+        if postgres.tls.is_some() {
+            admin.batch_execute(&format!(
+                "create role tls_users nologin; create role cert_users nologin; \
+                 create role {CLIENT_CERT_USER} login in role cert_users"
+            ))?;
+        }
         Ok(postgres)
     }
 
@@ -253,6 +333,49 @@ impl Postgres {
     /// ```
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// The throwaway CA's certificate (PEM), for `sslrootcert`; `None` without TLS.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let postgres = neverblock_pg::throwaway::Postgres::start_with_tls().unwrap();
+    /// let config = postgres.tcp_config().ssl_root_cert(postgres.ca_cert_path().unwrap());
+    /// ```
+    pub fn ca_cert_path(&self) -> Option<&Path> {
+        self.tls.as_ref().map(|tls| tls.ca_cert.as_path())
+    }
+
+    /// The client certificate (PEM) the CA issued for [`CLIENT_CERT_USER`], for `sslcert`;
+    /// `None` without TLS.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use neverblock_pg::throwaway::{Postgres, CLIENT_CERT_USER};
+    ///
+    /// let postgres = Postgres::start_with_tls().unwrap();
+    /// let config = postgres
+    ///     .tcp_config()
+    ///     .user(CLIENT_CERT_USER)
+    ///     .ssl_cert(postgres.client_cert_path().unwrap())
+    ///     .ssl_key(postgres.client_key_path().unwrap());
+    /// ```
+    pub fn client_cert_path(&self) -> Option<&Path> {
+        self.tls.as_ref().map(|tls| tls.client_cert.as_path())
+    }
+
+    /// The client certificate's private key (PEM), for `sslkey`; `None` without TLS.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let postgres = neverblock_pg::throwaway::Postgres::start_with_tls().unwrap();
+    /// assert!(postgres.client_key_path().unwrap().exists());
+    /// ```
+    pub fn client_key_path(&self) -> Option<&Path> {
+        self.tls.as_ref().map(|tls| tls.client_key.as_path())
     }
 
     /// The temporary directory: the data, the socket, `postgres.log`.
@@ -357,7 +480,11 @@ impl Drop for Postgres {
 
 impl fmt::Debug for Postgres {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Postgres").field("dir", &self.dir).field("port", &self.port).finish_non_exhaustive()
+        f.debug_struct("Postgres")
+            .field("dir", &self.dir)
+            .field("port", &self.port)
+            .field("tls", &self.tls.is_some())
+            .finish_non_exhaustive()
     }
 }
 
@@ -396,6 +523,63 @@ impl Account {
             None => Ok(()),
         }
     }
+}
+
+/// Makes a CA, a server certificate and a client certificate in `dir`, and has the server in
+/// `dir/data` use them: its key belongs to `account` and only it may read it, or PostgreSQL
+/// refuses to start.
+fn turn_tls_on(dir: &Path, account: &Account) -> Result<TlsFiles, Error> {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose};
+
+    let failed = |e: rcgen::Error| Error::Usage(format!("cannot make the throwaway server's certificates: {e}"));
+    let ca_key = KeyPair::generate().map_err(failed)?;
+    let mut ca_params = CertificateParams::new(Vec::new()).map_err(failed)?;
+    ca_params.distinguished_name.push(DnType::CommonName, "neverblock-pg throwaway CA");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let ca = ca_params.self_signed(&ca_key).map_err(failed)?;
+    let leaf = |names: Vec<String>, common_name: &str, purpose| {
+        let key = KeyPair::generate()?;
+        let mut params = CertificateParams::new(names)?;
+        params.distinguished_name.push(DnType::CommonName, common_name);
+        params.extended_key_usages = vec![purpose];
+        Ok::<_, rcgen::Error>((params.signed_by(&key, &ca, &ca_key)?, key))
+    };
+    let names = vec!["localhost".to_owned(), "127.0.0.1".to_owned()];
+    let (server, server_key) = leaf(names, "localhost", ExtendedKeyUsagePurpose::ServerAuth).map_err(failed)?;
+    let (client, client_key) =
+        leaf(Vec::new(), CLIENT_CERT_USER, ExtendedKeyUsagePurpose::ClientAuth).map_err(failed)?;
+
+    let files = TlsFiles {
+        ca_cert: dir.join("ca.crt"),
+        client_cert: dir.join("client.crt"),
+        client_key: dir.join("client.key"),
+    };
+    let (server_cert_path, server_key_path) = (dir.join("server.crt"), dir.join("server.key"));
+    let write = |path: &Path, text: String, mode: u32| {
+        let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(mode).open(path)?;
+        file.write_all(text.as_bytes())
+    };
+    write(&files.ca_cert, ca.pem(), 0o644).map_err(Error::Io)?;
+    write(&server_cert_path, server.pem(), 0o644).map_err(Error::Io)?;
+    write(&server_key_path, server_key.serialize_pem(), 0o600).map_err(Error::Io)?;
+    account.own(&server_key_path)?;
+    write(&files.client_cert, client.pem(), 0o644).map_err(Error::Io)?;
+    write(&files.client_key, client_key.serialize_pem(), 0o600).map_err(Error::Io)?;
+
+    let quoted = |path: &Path| format!("'{}'", path.display().to_string().replace('\'', "''"));
+    let settings = format!(
+        "\nssl = on\nssl_cert_file = {}\nssl_key_file = {}\nssl_ca_file = {}\n",
+        quoted(&server_cert_path),
+        quoted(&server_key_path),
+        quoted(&files.ca_cert)
+    );
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(dir.join("data/postgresql.conf"))
+        .and_then(|mut conf| conf.write_all(settings.as_bytes()))
+        .map_err(Error::Io)?;
+    Ok(files)
 }
 
 /// A new, empty directory under the system's temporary directory.

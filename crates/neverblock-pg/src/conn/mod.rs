@@ -10,6 +10,7 @@ mod cancel;
 mod query;
 pub(crate) mod socket;
 mod startup;
+mod tls;
 
 use std::collections::HashMap;
 use std::fmt;

@@ -1,5 +1,5 @@
-//! The byte stream under a connection: a TCP or unix socket, read in large chunks
-//! into a buffer that backend messages are split from without copying.
+//! The byte stream under a connection: a TCP or unix socket, or TLS over TCP, read in
+//! large chunks into a buffer that backend messages are split from without copying.
 
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
@@ -10,6 +10,7 @@ use bytes::BytesMut;
 use neverblock::net::{TcpStream, UnixStream};
 use postgres_protocol::message::backend::Message;
 
+use super::tls::TlsStream;
 use crate::config::Host;
 use crate::Config;
 use crate::Error;
@@ -17,11 +18,13 @@ use crate::Error;
 /// How much one read asks the kernel for.
 const READ_CHUNK: usize = 16 * 1024;
 
-/// A connected stream to the server, over TCP or a unix-domain socket.
+/// A connected stream to the server, over TCP or a unix-domain socket, or TLS over TCP
+/// (`super::tls::negotiate` makes it; cleartext pays for it with one more match arm).
 #[derive(Debug)]
 pub(crate) enum TcpOrUnixStream {
     Tcp(TcpStream),
     Unix(UnixStream),
+    Tls(Box<TlsStream>),
 }
 
 impl TcpOrUnixStream {
@@ -41,19 +44,20 @@ impl TcpOrUnixStream {
     /// Sets a TCP connection's keepalive probes and user timeout as `config` says (a
     /// unix socket has no network to lose).
     pub(crate) fn watch_liveness(&self, config: &Config) -> io::Result<()> {
-        match self {
-            TcpOrUnixStream::Tcp(s) => {
-                s.set_keepalive(config.get_keepalive().as_ref())?;
-                s.set_user_timeout(config.get_tcp_user_timeout())
-            }
-            TcpOrUnixStream::Unix(_) => Ok(()),
-        }
+        let tcp = match self {
+            TcpOrUnixStream::Tcp(s) => s,
+            TcpOrUnixStream::Tls(s) => s.tcp(),
+            TcpOrUnixStream::Unix(_) => return Ok(()),
+        };
+        tcp.set_keepalive(config.get_keepalive().as_ref())?;
+        tcp.set_user_timeout(config.get_tcp_user_timeout())
     }
 
     pub(crate) fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
             TcpOrUnixStream::Tcp(s) => (&*s).read(buf),
             TcpOrUnixStream::Unix(s) => (&*s).read(buf),
+            TcpOrUnixStream::Tls(s) => s.read(buf),
         }
     }
 
@@ -61,6 +65,7 @@ impl TcpOrUnixStream {
         match self {
             TcpOrUnixStream::Tcp(s) => (&*s).write_all(buf),
             TcpOrUnixStream::Unix(s) => (&*s).write_all(buf),
+            TcpOrUnixStream::Tls(s) => s.write_all(buf),
         }
     }
 
@@ -69,6 +74,7 @@ impl TcpOrUnixStream {
         let _ = match self {
             TcpOrUnixStream::Tcp(s) => s.shutdown(Shutdown::Both),
             TcpOrUnixStream::Unix(s) => s.shutdown(Shutdown::Both),
+            TcpOrUnixStream::Tls(s) => s.tcp().shutdown(Shutdown::Both),
         };
     }
 
@@ -76,18 +82,29 @@ impl TcpOrUnixStream {
         match self {
             TcpOrUnixStream::Tcp(s) => s.set_read_timeout(timeout),
             TcpOrUnixStream::Unix(s) => s.set_read_timeout(timeout),
+            TcpOrUnixStream::Tls(s) => s.tcp().set_read_timeout(timeout),
         }
     }
 
     /// Whether the peer has sent anything, closed, or failed, checked without
-    /// waiting: an idle connection should have nothing to say.
+    /// waiting: an idle connection should have nothing to say (over TLS, not even a
+    /// record: the raw socket is peeked).
     pub(crate) fn has_pending_input(&self) -> bool {
         let mut byte = [0u8; 1];
         let peeked = match self {
             TcpOrUnixStream::Tcp(s) => s.try_peek(&mut byte),
             TcpOrUnixStream::Unix(s) => s.try_peek(&mut byte),
+            TcpOrUnixStream::Tls(s) => s.tcp().try_peek(&mut byte),
         };
         !matches!(peeked, Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+    }
+
+    /// The TLS session, when the stream is one.
+    pub(crate) fn tls(&self) -> Option<&TlsStream> {
+        match self {
+            TcpOrUnixStream::Tls(s) => Some(s),
+            _ => None,
+        }
     }
 }
 
@@ -161,7 +178,7 @@ mod tests {
             socket.watch_liveness(&config).unwrap();
             match &socket {
                 TcpOrUnixStream::Tcp(s) => s.keepalive().unwrap(),
-                TcpOrUnixStream::Unix(_) => unreachable!(),
+                other => unreachable!("{other:?}"),
             }
         })
     }

@@ -13,5 +13,6 @@ mod shared;
 mod statements;
 mod support;
 mod throwaway;
+mod tls;
 mod transactions;
 mod types;
