@@ -56,7 +56,7 @@ fn serve() -> Result<(), Box<dyn std::error::Error>> {
             Err(e) => {
                 eprintln!("web_app: /items: {e}");
                 let status = match e {
-                    Error::Connect { .. } | Error::PoolTimeout => 503,
+                    Error::Connect { .. } | Error::Unavailable { .. } | Error::PoolTimeout => 503,
                     _ => 500,
                 };
                 Response::new(status).body(format!("{e}\n"))
