@@ -5,7 +5,8 @@
 //! code reads as plain blocking code. Outside a runtime the same calls block the
 //! thread. The wire format is `postgres-protocol`'s: startup with trust,
 //! cleartext, md5 or SCRAM-SHA-256; the extended protocol with every query text
-//! prepared once per connection and cached; typed rows ([`types`]); pipelines;
+//! prepared once per connection and cached; typed rows ([`types`]), collected
+//! or streamed one at a time ([`Connection::query_stream`]); pipelines;
 //! transactions that roll back when dropped; server errors as [`DbError`]
 //! values with their SQLSTATE; a query whose fiber's `timeout` expires is
 //! cancelled on the server and its connection stays usable. [`Pool`] lends a
@@ -55,7 +56,7 @@ mod transaction;
 pub mod types;
 
 pub use config::Config;
-pub use conn::{CancelToken, Connection, TransactionStatus};
+pub use conn::{CancelToken, Connection, RowStream, TransactionStatus};
 pub use error::{DbError, Error};
 pub use pipeline::Pipeline;
 pub use pool::{LoopPools, Pool, PoolBuilder, PoolStatus, PooledConnection};
