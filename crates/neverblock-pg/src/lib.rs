@@ -7,7 +7,8 @@
 //! says (rustls; see [`Config`]), startup with trust, cleartext, md5 or
 //! SCRAM-SHA-256 (bound to the TLS session when it can be); the extended
 //! protocol with every query text prepared once per connection and cached;
-//! typed rows ([`types`]); pipelines;
+//! typed rows ([`types`]), collected or streamed one at a time
+//! ([`Connection::query_stream`]); pipelines;
 //! transactions that roll back when dropped; server errors as [`DbError`]
 //! values with their SQLSTATE; a query whose fiber's `timeout` expires is
 //! cancelled on the server and its connection stays usable. [`Pool`] lends a
@@ -57,7 +58,7 @@ mod transaction;
 pub mod types;
 
 pub use config::Config;
-pub use conn::{CancelToken, Connection, TransactionStatus};
+pub use conn::{CancelToken, Connection, RowStream, TransactionStatus};
 pub use error::{DbError, Error};
 pub use pipeline::Pipeline;
 pub use pool::{LoopPools, Pool, PoolBuilder, PoolStatus, PooledConnection};

@@ -5,11 +5,15 @@
 //! `ReadyForQuery`; `unread_replies` counts those not yet read. A call drains
 //! what earlier calls left (a query abandoned by a timeout, a dropped
 //! transaction's `ROLLBACK`) before it sends anything, so replies never cross.
+//! A row stream's request is the one whose `Sync` comes late: its portal stays
+//! open (`portal_open`) while it asks for rows batch by batch, and the `Sync`
+//! goes out when the stream ends.
 
 mod cancel;
 mod query;
 pub(crate) mod socket;
 mod startup;
+mod stream;
 mod tls;
 
 use std::collections::HashMap;
@@ -24,6 +28,7 @@ use postgres_protocol::message::frontend;
 pub(crate) use cancel::CancelKey;
 pub use cancel::CancelToken;
 pub(crate) use query::{affected, defer_error, describe_columns, describe_params, encode_prepare, encode_query, Reply};
+pub use stream::RowStream;
 
 use crate::config::Host;
 use crate::row::{exactly_one, Row, SimpleRow};
@@ -81,6 +86,9 @@ pub struct Connection {
     status: TransactionStatus,
     /// `ReadyForQuery` replies still to be read for requests already sent.
     unread_replies: usize,
+    /// A row stream's portal is open: its rows are asked for in batches, and
+    /// its `Sync` is not sent yet (see `stream.rs`).
+    portal_open: bool,
     /// A cancel request sent after a timeout: the next call waits until the
     /// server has it, so it cannot cancel a later query.
     cancel: Option<Arc<WaitGroup>>,
@@ -127,6 +135,7 @@ impl Connection {
             parameters: session.parameters,
             status: TransactionStatus::Idle,
             unread_replies: 0,
+            portal_open: false,
             cancel: None,
             broken: None,
         })
@@ -154,6 +163,42 @@ impl Connection {
     /// ```
     pub fn query(&mut self, sql: &str, params: &[&dyn ToSql]) -> Result<Vec<Row>, Error> {
         self.run(sql, params).map(|reply| reply.rows)
+    }
+
+    /// Runs `sql` with `params` like [`query`](Connection::query), and hands its
+    /// rows over one at a time as they arrive: the client holds a few rows,
+    /// whatever the size of the result. Works through a [`Transaction`] and a
+    /// [`PooledConnection`](crate::PooledConnection) too (both deref to the
+    /// connection); the pool's shared connections do not stream.
+    ///
+    /// The server runs the query in batches of a few thousand rows; dropping the
+    /// stream before its end reads what is left of the batch in flight and closes
+    /// the query, without the rest. A server error part-way (a division by zero
+    /// at row 1,000) is the last item, after the rows before it; either way the
+    /// connection is ready for its next call.
+    ///
+    /// # Errors
+    ///
+    /// As [`query`](Connection::query): preparing the statement and sending it
+    /// fail here ([`Error::Param`], a syntax error's [`Error::Db`]); what the
+    /// server reports while it runs the query, a timeout ([`Error::Timeout`]:
+    /// the query is cancelled on the server) and a failed connection come as
+    /// the stream's last item.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # neverblock::run(|| {
+    /// # let mut conn = neverblock_pg::connect("postgres://postgres@localhost/postgres").unwrap();
+    /// let mut sum = 0i64;
+    /// for row in conn.query_stream("select g from generate_series(1, $1) g", &[&5_000_000i32]).unwrap() {
+    ///     sum += i64::from(row.unwrap().get::<i32>(0));
+    /// }
+    /// assert_eq!(sum, 12_500_002_500_000);
+    /// # });
+    /// ```
+    pub fn query_stream(&mut self, sql: &str, params: &[&dyn ToSql]) -> Result<RowStream<'_>, Error> {
+        RowStream::start(self, sql, params)
     }
 
     /// Like [`query`](Connection::query), for a query that returns one row.
@@ -400,6 +445,7 @@ impl Connection {
     /// state a pool lends a connection in.
     pub(crate) fn is_clean(&self) -> bool {
         self.unread_replies == 0
+            && !self.portal_open
             && self.out.is_empty()
             && self.cancel.is_none()
             && self.status == TransactionStatus::Idle
@@ -421,6 +467,10 @@ impl Connection {
     pub(crate) fn drain_unread_replies(&mut self) -> Result<(), Error> {
         if let Some(why) = &self.broken {
             return Err(Error::Usage(format!("the connection is closed: {why}")));
+        }
+        if self.portal_open {
+            // A row stream was forgotten (`mem::forget`) rather than dropped: end it as its drop would.
+            self.end_portal()?;
         }
         if !self.out.is_empty() {
             self.flush()?;
@@ -444,10 +494,16 @@ impl Connection {
     pub(crate) fn flush(&mut self) -> Result<(), Error> {
         let sent = self.framed.send(&mut self.out);
         if let Err(e) = &sent {
-            self.broken = Some(format!("a request could not be sent whole: {e}"));
-            self.unread_replies = 0;
+            self.set_broken(format!("a request could not be sent whole: {e}"));
         }
         sent
+    }
+
+    /// Nothing more is read or sent: no reply is awaited, no portal is open.
+    fn set_broken(&mut self, why: String) {
+        self.broken = Some(why);
+        self.unread_replies = 0;
+        self.portal_open = false;
     }
 
     /// Marks the connection broken on a fatal error; on a timeout, cancels the
@@ -457,10 +513,7 @@ impl Connection {
             Err(Error::Timeout) if self.unread_replies > 0 && self.cancel.is_none() => {
                 self.cancel = self.start_cancel()
             }
-            Err(e) if e.is_fatal() => {
-                self.broken = Some(e.to_string());
-                self.unread_replies = 0;
-            }
+            Err(e) if e.is_fatal() => self.set_broken(e.to_string()),
             _ => {}
         }
         result
@@ -519,6 +572,7 @@ impl fmt::Debug for Connection {
             .field("backend_pid", &self.backend_pid())
             .field("status", &self.status)
             .field("unread_replies", &self.unread_replies)
+            .field("portal_open", &self.portal_open)
             .field("statements", &self.statements.len())
             .field("broken", &self.broken)
             .finish_non_exhaustive()

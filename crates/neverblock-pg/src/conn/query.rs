@@ -40,6 +40,21 @@ fn finish<T>(error: Option<DbError>, ok: T) -> Result<T, Error> {
 /// Appends Bind + Execute + Sync for `stmt` with `params` to `out`; on an error
 /// `out` is left as it was.
 pub(crate) fn encode_query(out: &mut BytesMut, stmt: &Statement, params: &[&dyn ToSql]) -> Result<(), Error> {
+    encode_bind(out, stmt, params)?;
+    encode_execute(out, 0);
+    frontend::sync(out);
+    Ok(())
+}
+
+/// Appends Execute of the unnamed portal, for at most `max_rows` rows (0: all of them).
+pub(super) fn encode_execute(out: &mut BytesMut, max_rows: i32) {
+    // Only a portal name with a NUL byte fails to encode; the unnamed portal's is empty.
+    frontend::execute("", max_rows, out).expect("the unnamed portal's name encodes");
+}
+
+/// Appends Bind of `stmt` with `params` into the unnamed portal, its results
+/// asked in each column's format; on an error `out` is left as it was.
+pub(super) fn encode_bind(out: &mut BytesMut, stmt: &Statement, params: &[&dyn ToSql]) -> Result<(), Error> {
     let types = stmt.params();
     if params.len() != types.len() {
         let n = types.len();
@@ -64,17 +79,13 @@ pub(crate) fn encode_query(out: &mut BytesMut, stmt: &Statement, params: &[&dyn 
         stmt.columns().iter().map(|c| c.format().code()),
         out,
     );
-    let encoded = match bound {
-        Ok(()) => frontend::execute("", 0, out).map_err(|e| Error::Param(e.to_string())),
-        Err(BindError::Conversion(e)) => Err(Error::Param(e.to_string())),
-        Err(BindError::Serialization(e)) => Err(Error::Param(e.to_string())),
-    };
-    if encoded.is_err() {
+    bound.map_err(|e| {
         out.truncate(start);
-        return encoded;
-    }
-    frontend::sync(out);
-    Ok(())
+        match e {
+            BindError::Conversion(e) => Error::Param(e.to_string()),
+            BindError::Serialization(e) => Error::Param(e.to_string()),
+        }
+    })
 }
 
 /// Appends Parse + Describe + Sync for a statement `name` of `sql`.
@@ -169,7 +180,7 @@ impl Connection {
 
     /// Forgets `sql`'s statement when the server says its plan went stale (the
     /// table changed shape), so the next run prepares it again.
-    fn forget_if_stale(&mut self, sql: &str, error: &Error) {
+    pub(super) fn forget_if_stale(&mut self, sql: &str, error: &Error) {
         let stale = error.as_db().is_some_and(|db| db.code == "0A000" && db.message.contains("cached plan"));
         if stale {
             if let Some(stmt) = self.statements.remove(sql) {

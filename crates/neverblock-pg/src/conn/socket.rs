@@ -114,6 +114,12 @@ pub(crate) struct Framed {
     /// Shared with the writer fiber of a pool's shared connection.
     socket: Arc<TcpOrUnixStream>,
     /// Bytes read and not yet parsed; messages are split off its front as `Bytes`.
+    ///
+    /// # Invariant
+    ///
+    /// `next_message` reads only when no whole message is buffered, so this
+    /// holds less than one message plus one read (`READ_CHUNK`), however many
+    /// rows the server has sent: a result is parsed a row at a time.
     input: BytesMut,
     /// Where each read lands before its bytes join `input`.
     chunk: Box<[u8]>,

@@ -91,6 +91,13 @@ impl PoolBuilder {
     /// cancelled (a cancel request would hit whatever the connection runs then):
     /// its reply is dropped when it comes. Shared connections need a runtime.
     ///
+    /// # Large results in shared mode
+    ///
+    /// Shared connections do not stream: each reply is read whole, so
+    /// [`Pool::query`] holds all of its rows at once. Stream a large result on a
+    /// lent connection instead, `pool.get()?.query_stream(sql, params)` (see
+    /// [`Connection::query_stream`]), which needs a `max_size` above `n`.
+    ///
     /// # Examples
     ///
     /// ```
@@ -340,7 +347,9 @@ impl Pool {
     }
 
     /// Runs one query: pipelined on a shared connection if the pool has any,
-    /// else on a connection lent for the query.
+    /// else on a connection lent for the query. Its rows come back all at once;
+    /// to stream a large result, [`get`](Pool::get) a connection and call
+    /// [`Connection::query_stream`].
     ///
     /// # Errors
     ///

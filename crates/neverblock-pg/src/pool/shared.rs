@@ -17,6 +17,11 @@
 //! whose `timeout` expires stops waiting, but its query is not cancelled (a
 //! cancel request would hit whichever query the connection runs then): its
 //! reply is dropped when it comes.
+//!
+//! **No streaming.** A reply is read whole before it is handed over: a row
+//! stream would hold the connection, and every query behind it, until its
+//! reader finished. Large results go through the lent connections'
+//! `Connection::query_stream`.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet, VecDeque};

@@ -11,6 +11,7 @@ mod pipeline;
 mod pool;
 mod shared;
 mod statements;
+mod stream;
 mod support;
 mod throwaway;
 mod tls;
