@@ -60,7 +60,8 @@ impl fmt::Display for Host {
 /// starts with `/` is a unix-socket directory (`?host=/run/postgresql`, or
 /// percent-encoded in the URL's host part). Keys: `host`, `port`, `user`,
 /// `password`, `dbname`, `application_name`, `connect_timeout` (seconds),
-/// `sslmode` (`disable`, `allow` or `prefer`: this client speaks no TLS yet).
+/// `sslmode` (`disable`, `allow` or `prefer`: this client speaks no TLS yet),
+/// `statement_cache_capacity` (see [`Config::statement_cache_capacity`]).
 /// Defaults: `localhost:5432`, user `$USER` (else `postgres`), database = user.
 ///
 /// # Examples
@@ -85,6 +86,7 @@ pub struct Config {
     application_name: Option<String>,
     connect_timeout: Option<Duration>,
     read_timeout: Option<Duration>,
+    statement_cache_capacity: usize,
 }
 
 impl Default for Config {
@@ -111,6 +113,7 @@ impl Config {
             application_name: None,
             connect_timeout: None,
             read_timeout: None,
+            statement_cache_capacity: crate::statement::DEFAULT_CAPACITY,
         }
     }
 
@@ -244,6 +247,29 @@ impl Config {
         self
     }
 
+    /// How many prepared statements a connection keeps by query text (default
+    /// 256; also bounded by 1 MiB of SQL text in all), the least recently used
+    /// closed on the server first. `0` turns the cache off: every query runs as
+    /// the unnamed statement, parsed again each time in the same round trip as
+    /// its run, which is what a pooler in transaction mode (PgBouncer before
+    /// 1.21, or without `max_prepared_statements`) needs. URL and `key=value` key:
+    /// `statement_cache_capacity`. A pool's shared connections share one cache
+    /// of this size.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_pg::Config;
+    ///
+    /// let behind_pgbouncer = Config::parse("postgres://app@pgbouncer:6432/shop?statement_cache_capacity=0").unwrap();
+    /// assert_eq!(behind_pgbouncer.get_statement_cache_capacity(), 0);
+    /// assert_eq!(Config::new().statement_cache_capacity(64).get_statement_cache_capacity(), 64);
+    /// ```
+    pub fn statement_cache_capacity(mut self, statements: usize) -> Config {
+        self.statement_cache_capacity = statements;
+        self
+    }
+
     /// Where the server listens.
     ///
     /// # Examples
@@ -322,6 +348,17 @@ impl Config {
         self.read_timeout
     }
 
+    /// How many prepared statements a connection keeps (0: none).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(neverblock_pg::Config::new().get_statement_cache_capacity(), 256);
+    /// ```
+    pub fn get_statement_cache_capacity(&self) -> usize {
+        self.statement_cache_capacity
+    }
+
     /// Applies one `key=value` setting.
     fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
         let port = |v: &str| v.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(|| format!("bad port {v:?}"));
@@ -347,6 +384,11 @@ impl Config {
             "connect_timeout" => {
                 let secs: u64 = value.parse().map_err(|_| format!("bad connect_timeout {value:?}"))?;
                 self.connect_timeout = (secs > 0).then(|| Duration::from_secs(secs));
+            }
+            "statement_cache_capacity" => {
+                self.statement_cache_capacity = value.parse().map_err(|_| {
+                    format!("bad statement_cache_capacity {value:?} (a count of statements; 0 turns the cache off)")
+                })?;
             }
             "sslmode" if matches!(value, "disable" | "allow" | "prefer") => {}
             "sslmode" => return Err(format!("sslmode={value} needs TLS, which this client does not speak yet")),
@@ -380,6 +422,7 @@ impl fmt::Debug for Config {
             .field("application_name", &self.application_name)
             .field("connect_timeout", &self.connect_timeout)
             .field("read_timeout", &self.read_timeout)
+            .field("statement_cache_capacity", &self.statement_cache_capacity)
             .finish()
     }
 }
@@ -547,6 +590,8 @@ mod tests {
             ("postgres://h:0/d", "bad port"),
             ("postgres://h/d?nope=1", "unknown setting"),
             ("postgres://h/d?sslmode=require", "TLS"),
+            ("postgres://h/d?statement_cache_capacity=-1", "bad statement_cache_capacity \"-1\""),
+            ("statement_cache_capacity=off", "0 turns the cache off"),
             ("postgres://h/%zz", "percent-escape"),
             ("host='h", "unclosed quote"),
             ("host", "no '='"),
@@ -556,6 +601,19 @@ mod tests {
                 Err(Error::Config(m)) => assert!(m.contains(says), "{s}: {m}"),
                 other => panic!("{s}: {other:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn statement_cache_capacity_is_read_from_urls_and_key_values() {
+        for (s, capacity) in [
+            ("postgres://u@h/d", 256),
+            ("postgres://u@h/d?statement_cache_capacity=0", 0),
+            ("postgres://u@h/d?application_name=x&statement_cache_capacity=16", 16),
+            ("host=h statement_cache_capacity=0 user=u", 0),
+        ] {
+            let c = Config::parse(s).unwrap_or_else(|e| panic!("{s}: {e}"));
+            assert_eq!(c.get_statement_cache_capacity(), capacity, "{s}");
         }
     }
 

@@ -5,7 +5,9 @@
 //! code reads as plain blocking code. Outside a runtime the same calls block the
 //! thread. The wire format is `postgres-protocol`'s: startup with trust,
 //! cleartext, md5 or SCRAM-SHA-256; the extended protocol with every query text
-//! prepared once per connection and cached; typed rows ([`types`]); pipelines;
+//! prepared once per connection and cached (bounded by count and by bytes of
+//! text; or off, for PgBouncer's transaction mode: see
+//! [`Config::statement_cache_capacity`]); typed rows ([`types`]); pipelines;
 //! transactions that roll back when dropped; server errors as [`DbError`]
 //! values with their SQLSTATE; a query whose fiber's `timeout` expires is
 //! cancelled on the server and its connection stays usable. [`Pool`] lends a

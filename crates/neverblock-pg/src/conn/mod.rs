@@ -10,6 +10,7 @@ mod cancel;
 mod query;
 pub(crate) mod socket;
 mod startup;
+mod statements;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -74,6 +75,9 @@ pub struct Connection {
     /// Requests not yet sent: always written whole, in one write.
     out: BytesMut,
     statements: statement::Cache,
+    /// Closes of statements the cache gave up while a pipeline was being queued
+    /// (`Some` meanwhile): sent behind its batch, as its queries may name them.
+    held_closes: Option<BytesMut>,
     key: Option<CancelKey>,
     host: Host,
     parameters: HashMap<String, String>,
@@ -120,7 +124,8 @@ impl Connection {
         Ok(Connection {
             framed: session.framed,
             out: BytesMut::with_capacity(4096),
-            statements: statement::Cache::default(),
+            statements: statement::Cache::new(config.get_statement_cache_capacity(), "nb"),
+            held_closes: None,
             key: session.key,
             host: config.get_host().clone(),
             parameters: session.parameters,
@@ -133,7 +138,10 @@ impl Connection {
 
     /// Runs `sql` with `params` (`$1`, `$2`, …) and returns its rows. The
     /// statement is prepared on first use and kept in this connection's cache,
-    /// so later calls with the same text send only its parameters.
+    /// so later calls with the same text send only its parameters. With
+    /// [`statement_cache_capacity(0)`](Config::statement_cache_capacity) it runs
+    /// as the unnamed statement instead, in one round trip (two the first time a
+    /// text is seen: its description is cached on this side).
     ///
     /// # Errors
     ///
@@ -215,7 +223,9 @@ impl Connection {
         self.run(sql, params).map(|reply| reply.affected)
     }
 
-    /// Prepares `sql` (or finds it in the cache) and describes its parameters and columns.
+    /// Prepares `sql` (or finds it in the cache) and describes its parameters and
+    /// columns. With the cache off it is only described: nothing stays prepared
+    /// on the server.
     ///
     /// # Errors
     ///

@@ -6,6 +6,7 @@ mod auth;
 mod cancel;
 mod errors;
 mod example;
+mod pgbouncer;
 mod pipeline;
 mod pool;
 mod shared;
