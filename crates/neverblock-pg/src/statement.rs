@@ -61,8 +61,11 @@ impl Statement {
         }))
     }
 
-    /// The same statement with the columns a run's portal described.
-    pub(crate) fn with_columns(&self, columns: Arc<[Column]>) -> Statement {
+    /// The same statement with the columns a run's portal described, each asked
+    /// for in its type's own format from the next run on (the portal's formats
+    /// are those bound for the columns it had before).
+    pub(crate) fn with_columns(&self, described: &[Column]) -> Statement {
+        let columns = described.iter().map(|c| Column::new(c.name(), c.type_())).collect();
         let Inner { name, sql, params, .. } = &*self.0;
         Statement(Arc::new(Inner { name: name.clone(), sql: sql.clone(), params: params.clone(), columns }))
     }

@@ -68,7 +68,7 @@ impl Connection {
     pub(crate) fn learn(&mut self, stmt: &Statement, reply: Reply) -> Reply {
         if let Some(columns) = &reply.columns {
             if stmt.is_unnamed() && self.statements.holds(stmt) {
-                self.keep(stmt.with_columns(columns.clone()));
+                self.keep(stmt.with_columns(columns));
             }
         }
         reply

@@ -215,7 +215,7 @@ impl SharedConnections {
         if let Some(columns) = &reply.columns {
             let mut cache = self.statements.borrow_mut();
             if stmt.is_unnamed() && cache.holds(stmt) {
-                let gone = cache.insert(stmt.with_columns(columns.clone()));
+                let gone = cache.insert(stmt.with_columns(columns));
                 drop(cache);
                 self.close_everywhere(&gone);
             }

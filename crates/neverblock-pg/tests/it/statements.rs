@@ -164,6 +164,18 @@ fn with_the_cache_off_rows_are_read_with_the_portals_description() {
         assert_eq!(err.code(), Some("08P01"), "{err}");
         let row = conn.query_one(&select, &[]).unwrap();
         assert_eq!((row.get::<i64>(0), row.get::<i32>(1), row.get::<&str>(2)), (1, 3, "b"), "described again");
+
+        // The column is now one this crate reads in text: the first run gets it in the binary
+        // format bound for the old type, and the next run asks for the new type's own format.
+        let one = format!("select a from {table}");
+        conn.query_one(&one, &[]).unwrap();
+        conn.batch_execute(&format!(
+            "alter table {table} rename column a to z; alter table {table} add column a numeric default 2.5"
+        ))
+        .unwrap();
+        conn.query_one(&one, &[]).unwrap();
+        let row = conn.query_one(&one, &[]).unwrap();
+        assert_eq!(row.get::<String>(0), "2.5", "numeric in text, as the crate reads it");
     });
 }
 
