@@ -415,6 +415,24 @@ fn pg_sleep_bench_starts_its_own_server_and_prints_both_rows() {
 }
 
 #[test]
+fn pg_select1_via_pgbouncer_reports_the_hops_cost_beside_the_direct_rows() {
+    let args = ["bench", "pg-select1", "--via-pgbouncer", "--seconds", "0.3", "--threads", "1"];
+    let (ok, stdout, stderr) = neverblock(&[&args[..], &["--connections", "4", "--fibers", "16", "--json"]].concat());
+    assert!(ok, "{stderr}");
+    let rows = rows(&stdout);
+    let row = |name: &str| rows.iter().find(|r| r["impl"] == name).unwrap_or_else(|| panic!("no {name} row: {stdout}"));
+    for name in ["neverblock", "neverblock-shared", "neverblock-uncached", "neverblock-shared-uncached"] {
+        assert!(row(name)["metrics"]["queries_per_s"].as_f64().unwrap() > 0.0, "{stdout}");
+    }
+    for name in ["neverblock-pgbouncer", "neverblock-shared-pgbouncer"] {
+        assert_eq!(row(name)["bench"], "pg-select1");
+        assert!(row(name)["metrics"]["queries_per_s"].as_f64().unwrap() > 0.0, "{stdout}");
+        assert!(row(name)["metrics"]["vs_direct_ratio"].as_f64().unwrap() > 0.0, "the hop's cost: {stdout}");
+    }
+    assert!(stderr.contains("throwaway PgBouncer"), "{stderr}");
+}
+
+#[test]
 fn app_sleep_bench_serves_every_client_at_once_beside_one_blocking_worker() {
     let (ok, stdout, stderr) =
         neverblock(&["bench", "app-sleep", "--clients", "3", "--seconds", "0.2", "--window", "1s", "--json"]);

@@ -77,7 +77,8 @@ impl fmt::Display for Host {
 /// TLS's, as libpq spells them: `sslmode` ([`SslMode`]: `disable`, `allow`,
 /// `prefer`, `require`, `verify-ca`, `verify-full`), `sslrootcert` (a PEM file
 /// of CAs, or `system`), `sslcert` and `sslkey` (a client certificate), and
-/// `channel_binding` ([`ChannelBinding`]: `disable`, `prefer`, `require`).
+/// `channel_binding` ([`ChannelBinding`]: `disable`, `prefer`, `require`);
+/// `statement_cache_capacity` (see [`Config::statement_cache_capacity`]).
 /// Defaults: `localhost:5432`, user `$USER` (else `postgres`), database = user,
 /// `sslmode=prefer` (TLS when the server offers it, its certificate checked only
 /// if `~/.postgresql/root.crt` exists), and the client certificate
@@ -110,6 +111,7 @@ pub struct Config {
     read_timeout: Option<Duration>,
     liveness: Liveness,
     tls: tls::TlsSettings,
+    statement_cache_capacity: usize,
 }
 
 impl Default for Config {
@@ -138,6 +140,7 @@ impl Config {
             read_timeout: None,
             liveness: Liveness::default(),
             tls: tls::TlsSettings::default(),
+            statement_cache_capacity: crate::statement::DEFAULT_CAPACITY,
         }
     }
 
@@ -313,6 +316,29 @@ impl Config {
         self
     }
 
+    /// How many prepared statements a connection keeps by query text (default
+    /// 256; also bounded by 1 MiB of SQL text in all), the least recently used
+    /// closed on the server first. `0` turns the cache off: every query runs as
+    /// the unnamed statement, parsed again each time in the same round trip as
+    /// its run, which is what a pooler in transaction mode (PgBouncer before
+    /// 1.21, or without `max_prepared_statements`) needs. URL and `key=value` key:
+    /// `statement_cache_capacity`. A pool's shared connections share one cache
+    /// of this size.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_pg::Config;
+    ///
+    /// let behind_pgbouncer = Config::parse("postgres://app@pgbouncer:6432/shop?statement_cache_capacity=0").unwrap();
+    /// assert_eq!(behind_pgbouncer.get_statement_cache_capacity(), 0);
+    /// assert_eq!(Config::new().statement_cache_capacity(64).get_statement_cache_capacity(), 64);
+    /// ```
+    pub fn statement_cache_capacity(mut self, statements: usize) -> Config {
+        self.statement_cache_capacity = statements;
+        self
+    }
+
     /// Where the server listens.
     ///
     /// # Examples
@@ -415,6 +441,17 @@ impl Config {
         self.read_timeout
     }
 
+    /// How many prepared statements a connection keeps (0: none).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(neverblock_pg::Config::new().get_statement_cache_capacity(), 256);
+    /// ```
+    pub fn get_statement_cache_capacity(&self) -> usize {
+        self.statement_cache_capacity
+    }
+
     /// Applies one `key=value` setting.
     fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
         let port = |v: &str| v.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(|| format!("bad port {v:?}"));
@@ -440,6 +477,11 @@ impl Config {
             "connect_timeout" => {
                 let secs: u64 = value.parse().map_err(|_| format!("bad connect_timeout {value:?}"))?;
                 self.connect_timeout = (secs > 0).then(|| Duration::from_secs(secs));
+            }
+            "statement_cache_capacity" => {
+                self.statement_cache_capacity = value.parse().map_err(|_| {
+                    format!("bad statement_cache_capacity {value:?} (a count of statements; 0 turns the cache off)")
+                })?;
             }
             "sslmode" => self.tls.mode = Some(value.parse()?),
             "sslrootcert" => self.tls.root_cert = Some(value.into()),
@@ -482,6 +524,7 @@ impl fmt::Debug for Config {
             .field("keepalive", &self.get_keepalive())
             .field("tcp_user_timeout", &self.liveness.user_timeout)
             .field("tls", &self.tls)
+            .field("statement_cache_capacity", &self.statement_cache_capacity)
             .finish()
     }
 }
@@ -650,6 +693,8 @@ mod tests {
             ("postgres://h/d?nope=1", "unknown setting"),
             ("postgres://h/d?sslmode=always", "bad sslmode"),
             ("host=h channel_binding=yes", "bad channel_binding"),
+            ("postgres://h/d?statement_cache_capacity=-1", "bad statement_cache_capacity \"-1\""),
+            ("statement_cache_capacity=off", "0 turns the cache off"),
             ("postgres://h/%zz", "percent-escape"),
             ("host='h", "unclosed quote"),
             ("host", "no '='"),
@@ -659,6 +704,19 @@ mod tests {
                 Err(Error::Config(m)) => assert!(m.contains(says), "{s}: {m}"),
                 other => panic!("{s}: {other:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn statement_cache_capacity_is_read_from_urls_and_key_values() {
+        for (s, capacity) in [
+            ("postgres://u@h/d", 256),
+            ("postgres://u@h/d?statement_cache_capacity=0", 0),
+            ("postgres://u@h/d?application_name=x&statement_cache_capacity=16", 16),
+            ("host=h statement_cache_capacity=0 user=u", 0),
+        ] {
+            let c = Config::parse(s).unwrap_or_else(|e| panic!("{s}: {e}"));
+            assert_eq!(c.get_statement_cache_capacity(), capacity, "{s}");
         }
     }
 

@@ -6,9 +6,10 @@
 //! thread. The wire format is `postgres-protocol`'s: TLS as libpq's `sslmode`
 //! says (rustls; see [`Config`]), startup with trust, cleartext, md5 or
 //! SCRAM-SHA-256 (bound to the TLS session when it can be); the extended
-//! protocol with every query text prepared once per connection and cached;
-//! typed rows ([`types`]), collected or streamed one at a time
-//! ([`Connection::query_stream`]); pipelines;
+//! protocol with every query text prepared once per connection and cached
+//! (bounded by count and by bytes of text; or off, for PgBouncer's transaction
+//! mode: see [`Config::statement_cache_capacity`]); typed rows ([`types`]),
+//! collected or streamed one at a time ([`Connection::query_stream`]); pipelines;
 //! transactions that roll back when dropped; server errors as [`DbError`]
 //! values with their SQLSTATE; a query whose fiber's `timeout` expires is
 //! cancelled on the server and its connection stays usable. [`Pool`] lends a

@@ -39,6 +39,7 @@ pub struct Pipeline<'a> {
 
 impl<'a> Pipeline<'a> {
     pub(crate) fn new(conn: &'a mut Connection) -> Pipeline<'a> {
+        conn.hold_closes();
         Pipeline { conn, out: BytesMut::new(), queued: Vec::new() }
     }
 
@@ -114,8 +115,9 @@ impl<'a> Pipeline<'a> {
     /// assert_eq!(results[0].as_ref().unwrap().len(), 1);
     /// # });
     /// ```
-    pub fn run(self) -> Result<Vec<Result<Vec<Row>, Error>>, Error> {
-        let Pipeline { conn, out, queued } = self;
+    pub fn run(mut self) -> Result<Vec<Result<Vec<Row>, Error>>, Error> {
+        let (out, queued) = (std::mem::take(&mut self.out), std::mem::take(&mut self.queued));
+        let conn = &mut *self.conn;
         conn.send_batch(&out, queued.len())?;
         let mut results = Vec::with_capacity(queued.len());
         for stmt in &queued {
@@ -126,5 +128,13 @@ impl<'a> Pipeline<'a> {
             }
         }
         Ok(results)
+    }
+}
+
+impl Drop for Pipeline<'_> {
+    /// Lets the statements the cache gave up meanwhile be closed (after a
+    /// [`run`](Pipeline::run), already done).
+    fn drop(&mut self) {
+        self.conn.release_closes();
     }
 }

@@ -46,6 +46,11 @@ impl Column {
         Column { name: name.to_owned(), ty, format }
     }
 
+    /// A column as a portal's `RowDescription` gives it: its values come in `format`.
+    pub(crate) fn with_format(name: &str, ty: Type, format: Format) -> Column {
+        Column { name: name.to_owned(), ty, format }
+    }
+
     /// The column's name (its label in the query).
     ///
     /// # Examples

@@ -1,15 +1,21 @@
-//! Prepared statements and the per-connection cache that makes every query text
-//! a prepared statement after its first run.
+//! Prepared statements: named ones, kept in a connection's cache and run by
+//! name; unnamed ones, whose text is parsed again with each run (the cache is
+//! off, or the text is too long to keep); and how a run learns that the server
+//! lost a statement or that its result changed shape.
 
-use std::collections::HashMap;
+mod cache;
+
 use std::fmt;
 use std::sync::Arc;
 
-use crate::row::Column;
-use crate::types::Type;
+use fallible_iterator::FallibleIterator;
+use postgres_protocol::message::backend::RowDescriptionBody;
 
-/// How many statements a connection keeps prepared; past it the oldest is closed.
-pub(crate) const CACHE_CAPACITY: usize = 256;
+use crate::row::Column;
+use crate::types::{Format, Type};
+use crate::Error;
+
+pub(crate) use cache::{Cache, DEFAULT_CAPACITY};
 
 /// A statement prepared on one connection: its parameter and result types.
 ///
@@ -28,19 +34,60 @@ pub(crate) const CACHE_CAPACITY: usize = 256;
 pub struct Statement(Arc<Inner>);
 
 struct Inner {
+    /// The server-side name; empty for the unnamed statement.
     name: String,
+    /// The query text: the cache's key, and what an unnamed statement parses with each run.
+    sql: Arc<str>,
     params: Vec<Type>,
     columns: Arc<[Column]>,
 }
 
 impl Statement {
-    pub(crate) fn new(name: String, params: Vec<Type>, columns: Vec<Column>) -> Statement {
-        Statement(Arc::new(Inner { name, params, columns: columns.into() }))
+    /// `sql` prepared on the server as `name`, or described to run as the
+    /// unnamed statement when `name` is empty.
+    pub(crate) fn new(name: String, sql: &str, params: Vec<Type>, columns: Arc<[Column]>) -> Statement {
+        Statement(Arc::new(Inner { name, sql: sql.into(), params, columns }))
     }
 
-    /// The server-side name.
+    /// This statement's description, to run as the unnamed statement (its name
+    /// was given up while a run was on its way).
+    pub(crate) fn to_unnamed(&self) -> Statement {
+        let Inner { sql, params, columns, .. } = &*self.0;
+        Statement(Arc::new(Inner {
+            name: String::new(),
+            sql: sql.clone(),
+            params: params.clone(),
+            columns: columns.clone(),
+        }))
+    }
+
+    /// The same statement with the columns a run's portal described, each asked
+    /// for in its type's own format from the next run on (the portal's formats
+    /// are those bound for the columns it had before).
+    pub(crate) fn with_columns(&self, described: &[Column]) -> Statement {
+        let columns = described.iter().map(|c| Column::new(c.name(), c.type_())).collect();
+        let Inner { name, sql, params, .. } = &*self.0;
+        Statement(Arc::new(Inner { name: name.clone(), sql: sql.clone(), params: params.clone(), columns }))
+    }
+
+    /// The server-side name (empty for the unnamed statement).
     pub(crate) fn name(&self) -> &str {
         &self.0.name
+    }
+
+    /// Whether it runs as the unnamed statement: parsed again with each run.
+    pub(crate) fn is_unnamed(&self) -> bool {
+        self.0.name.is_empty()
+    }
+
+    /// The query text.
+    pub(crate) fn sql(&self) -> &Arc<str> {
+        &self.0.sql
+    }
+
+    /// Whether both are the one statement (not merely alike).
+    pub(crate) fn same(&self, other: &Statement) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
     }
 
     /// The types of `$1`, `$2`, ….
@@ -86,43 +133,67 @@ impl fmt::Debug for Statement {
     }
 }
 
-/// A connection's prepared statements by query text, oldest first out.
-#[derive(Debug, Default)]
-pub(crate) struct Cache {
-    by_sql: HashMap<Box<str>, (u64, Statement)>,
-    /// Statements prepared so far: the next one's name and age.
-    prepared: u64,
+/// The columns a portal's `RowDescription` gives, where they differ from
+/// `expected` (a table changed shape since the statement was described); `None`
+/// when they are the same, which is checked without allocating.
+pub(crate) fn fresh_columns(body: &RowDescriptionBody, expected: &[Column]) -> Result<Option<Arc<[Column]>>, Error> {
+    let malformed = |e: std::io::Error| Error::protocol(format!("malformed row description: {e}"));
+    let format = |code: i16| if code == 1 { Format::Binary } else { Format::Text };
+    let mut fields = body.fields();
+    let mut seen = 0;
+    let mut same = true;
+    while let Some(field) = fields.next().map_err(malformed)? {
+        same &= expected.get(seen).is_some_and(|c| {
+            c.name() == field.name() && c.type_().oid() == field.type_oid() && c.format() == format(field.format())
+        });
+        seen += 1;
+    }
+    if same && seen == expected.len() {
+        return Ok(None);
+    }
+    let fresh: Vec<Column> = body
+        .fields()
+        .map(|f| Ok(Column::with_format(f.name(), Type::from_oid(f.type_oid()), format(f.format()))))
+        .collect()
+        .map_err(malformed)?;
+    Ok(Some(fresh.into()))
 }
 
-impl Cache {
-    pub(crate) fn get(&self, sql: &str) -> Option<&Statement> {
-        self.by_sql.get(sql).map(|(_, s)| s)
-    }
+/// Whether `error` says a statement's description no longer fits its query: a
+/// named statement's plan changed its result type (`0A000`), or the result
+/// formats an unnamed statement was bound with do not match its new columns (`08P01`).
+pub(crate) fn is_stale(error: &Error) -> bool {
+    error.as_db().is_some_and(|db| {
+        (db.code == "0A000" && db.message.contains("cached plan"))
+            || (db.code == "08P01" && db.message.contains("result formats"))
+    })
+}
 
-    /// A fresh statement name.
-    pub(crate) fn next_name(&mut self) -> String {
-        self.prepared += 1;
-        format!("nb{}", self.prepared)
-    }
+/// Whether `error` is the server saying it has no statement named as `statement`
+/// (SQLSTATE `26000`): a pooler sent the run to another server session, or
+/// the session ran `DEALLOCATE` / `DISCARD ALL`.
+pub(crate) fn is_lost(error: &Error, statement: &Statement) -> bool {
+    let name = statement.name();
+    !name.is_empty()
+        && error.as_db().is_some_and(|db| db.code == "26000" && db.message.contains(&format!("\"{name}\"")))
+}
 
-    /// Keeps `statement` for `sql`; returns the one evicted to make room, to be closed.
-    pub(crate) fn insert(&mut self, sql: &str, statement: Statement) -> Option<Statement> {
-        let evicted = if self.by_sql.len() >= CACHE_CAPACITY {
-            let oldest = self.by_sql.iter().min_by_key(|(_, (age, _))| *age).map(|(k, _)| k.clone());
-            oldest.and_then(|k| self.by_sql.remove(&k)).map(|(_, s)| s)
-        } else {
-            None
-        };
-        self.by_sql.insert(sql.into(), (self.prepared, statement));
-        evicted
-    }
+/// What a lost statement (see [`is_lost`]) most likely means, and what to do.
+pub(crate) const LOST_HINT: &str = "this connection's prepared statement is not on the server session that \
+     ran the query: a pooler in transaction or statement mode (PgBouncer) gives each transaction any server \
+     session; set statement_cache_capacity=0 in the connection string (or Config::statement_cache_capacity(0)) \
+     to run every query as the unnamed statement";
 
-    /// Forgets `sql`'s statement (its plan went stale).
-    pub(crate) fn remove(&mut self, sql: &str) -> Option<Statement> {
-        self.by_sql.remove(sql).map(|(_, s)| s)
+/// `error` with [`LOST_HINT`] added to the server's hint when it says `statement`
+/// was lost; the SQLSTATE and the server's message stay as they were.
+pub(crate) fn explain_lost(mut error: Error, statement: &Statement) -> Error {
+    if is_lost(&error, statement) {
+        if let Error::Db(db) = &mut error {
+            db.hint = Some(match db.hint.take() {
+                Some(hint) => format!("{hint}; {LOST_HINT}"),
+                None => LOST_HINT.to_owned(),
+            });
+        }
     }
-
-    pub(crate) fn len(&self) -> usize {
-        self.by_sql.len()
-    }
+    error
 }

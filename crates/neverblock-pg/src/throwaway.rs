@@ -33,6 +33,8 @@ use std::time::{Duration, Instant};
 
 use crate::{Config, Connection, Error};
 
+pub mod pgbouncer;
+
 /// What to tell someone whose machine has no PostgreSQL.
 ///
 /// # Examples

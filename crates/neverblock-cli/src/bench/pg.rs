@@ -1,10 +1,12 @@
 //! NeverBlock's PostgreSQL experiments: ten `pg_sleep(1)` at once
 //! (`pg-sleep`), one long query every k short ones (`pg-mix`), and `select 1`
-//! throughput through a 16-connection pool (`pg-select1`), each beside one
-//! blocking connection and, with `--peers`, Go pgx and tokio-postgres.
-//! Without `--url` (or `DATABASE_URL`) each starts a throwaway PostgreSQL.
+//! throughput through a 16-connection pool (`pg-select1`; with
+//! `--via-pgbouncer` also through PgBouncer), each beside one blocking
+//! connection and, with `--peers`, Go pgx and tokio-postgres. Without `--url`
+//! (or `DATABASE_URL`) each starts a throwaway PostgreSQL.
 
 mod peers;
+mod via_pgbouncer;
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -108,6 +110,11 @@ pub(crate) struct Select1Args {
     /// with its share of the connections and fibers.
     #[arg(long, value_delimiter = ',', default_values_t = [1usize, 2])]
     threads: Vec<usize>,
+    /// Also run the fibered rows with the statement cache off, straight to the server and through a
+    /// throwaway PgBouncer (transaction pooling) in front of it: each PgBouncer row's
+    /// `vs_direct_ratio` is the hop's cost.
+    #[arg(long)]
+    via_pgbouncer: bool,
     #[command(flatten)]
     database: Database,
     #[command(flatten)]
@@ -278,6 +285,9 @@ pub(crate) fn select1(args: Select1Args) -> anyhow::Result<()> {
         }
     }
     rows.push(row("blocking-1-connection", select1_blocking(&target.config, args.seconds)?));
+    if args.via_pgbouncer {
+        rows.extend(via_pgbouncer::rows(&target.config, &args, &row)?);
+    }
     if args.common.peers {
         let base = [
             ("url", target.url.clone()),

@@ -13,6 +13,7 @@ mod cancel;
 mod query;
 pub(crate) mod socket;
 mod startup;
+mod statements;
 mod stream;
 mod tls;
 
@@ -80,6 +81,9 @@ pub struct Connection {
     /// Requests not yet sent: always written whole, in one write.
     out: BytesMut,
     statements: statement::Cache,
+    /// Closes of statements the cache gave up while a pipeline was being queued
+    /// (`Some` meanwhile): sent behind its batch, as its queries may name them.
+    held_closes: Option<BytesMut>,
     key: Option<CancelKey>,
     host: Host,
     parameters: HashMap<String, String>,
@@ -129,7 +133,8 @@ impl Connection {
         Ok(Connection {
             framed: session.framed,
             out: BytesMut::with_capacity(4096),
-            statements: statement::Cache::default(),
+            statements: statement::Cache::new(config.get_statement_cache_capacity(), "nb"),
+            held_closes: None,
             key: session.key,
             host: config.get_host().clone(),
             parameters: session.parameters,
@@ -143,7 +148,10 @@ impl Connection {
 
     /// Runs `sql` with `params` (`$1`, `$2`, …) and returns its rows. The
     /// statement is prepared on first use and kept in this connection's cache,
-    /// so later calls with the same text send only its parameters.
+    /// so later calls with the same text send only its parameters. With
+    /// [`statement_cache_capacity(0)`](Config::statement_cache_capacity) it runs
+    /// as the unnamed statement instead, in one round trip (two the first time a
+    /// text is seen: its description is cached on this side).
     ///
     /// # Errors
     ///
@@ -261,7 +269,9 @@ impl Connection {
         self.run(sql, params).map(|reply| reply.affected)
     }
 
-    /// Prepares `sql` (or finds it in the cache) and describes its parameters and columns.
+    /// Prepares `sql` (or finds it in the cache) and describes its parameters and
+    /// columns. With the cache off it is only described: nothing stays prepared
+    /// on the server.
     ///
     /// # Errors
     ///

@@ -1,5 +1,7 @@
 //! The extended protocol (Parse/Describe to prepare; Bind/Execute/Sync to run,
-//! in one write) and the simple one (Query), and reading one request's reply.
+//! in one write, with Parse and a Describe of the portal in front and behind
+//! Bind for an unnamed statement) and the simple one (Query), and reading one
+//! request's reply.
 
 use std::sync::Arc;
 
@@ -10,7 +12,7 @@ use postgres_protocol::message::frontend::{self, BindError};
 
 use super::Connection;
 use crate::row::{Column, Row, SimpleRow};
-use crate::statement::Statement;
+use crate::statement::{self, Statement};
 use crate::types::{IsNull, ToSql, Type};
 use crate::{DbError, Error};
 
@@ -19,6 +21,9 @@ use crate::{DbError, Error};
 pub(crate) struct Reply {
     pub(crate) rows: Vec<Row>,
     pub(crate) affected: u64,
+    /// An unnamed statement's columns as its portal described them, when they
+    /// differ from its cached description (the rows were read with these).
+    pub(crate) columns: Option<Arc<[Column]>>,
 }
 
 /// Keeps a server error until its request's `ReadyForQuery` arrives; a fatal one
@@ -37,13 +42,24 @@ fn finish<T>(error: Option<DbError>, ok: T) -> Result<T, Error> {
     error.map_or(Ok(ok), |db| Err(Error::Db(Box::new(db))))
 }
 
-/// Appends Bind + Execute + Sync for `stmt` with `params` to `out`; on an error
-/// `out` is left as it was.
+/// Appends Bind + Execute + Sync for `stmt` with `params` to `out`, for an
+/// unnamed statement Parse + Bind + Describe (portal) + Execute + Sync; on an
+/// error `out` is left as it was.
 pub(crate) fn encode_query(out: &mut BytesMut, stmt: &Statement, params: &[&dyn ToSql]) -> Result<(), Error> {
     encode_bind(out, stmt, params)?;
+    encode_describe_portal(out, stmt);
     encode_execute(out, 0);
     frontend::sync(out);
     Ok(())
+}
+
+/// For an unnamed statement, appends Describe of the portal: the reply's
+/// RowDescription says how its rows read (the cached one may have gone stale).
+pub(super) fn encode_describe_portal(out: &mut BytesMut, stmt: &Statement) {
+    if stmt.is_unnamed() {
+        // Only a portal name with a NUL byte fails to encode; the unnamed portal's is empty.
+        frontend::describe(b'P', "", out).expect("the unnamed portal's name encodes");
+    }
 }
 
 /// Appends Execute of the unnamed portal, for at most `max_rows` rows (0: all of them).
@@ -66,6 +82,12 @@ pub(super) fn encode_bind(out: &mut BytesMut, stmt: &Statement, params: &[&dyn T
         }
     }
     let start = out.len();
+    if stmt.is_unnamed() {
+        frontend::parse("", stmt.sql(), types.iter().map(|t| t.oid()), out).map_err(|e| {
+            out.truncate(start);
+            Error::Param(format!("cannot send the query: {e}"))
+        })?;
+    }
     let bound = frontend::bind(
         "",
         stmt.name(),
@@ -145,51 +167,18 @@ impl Connection {
         self.drain_unread_replies()?;
         self.out.extend_from_slice(batch);
         self.unread_replies += replies;
+        self.release_closes();
         self.flush()
     }
 
     /// Reads one of a pipeline's replies.
     pub(crate) fn read_batch_reply(&mut self, stmt: &Statement) -> Result<Vec<Row>, Error> {
-        let reply = self.read_reply(Some(stmt.columns_arc())).map(|r| r.rows);
-        self.check(reply)
+        let reply = self.read_reply(Some(stmt.columns_arc()));
+        self.check(reply).map(|reply| self.learn(stmt, reply).rows).map_err(|e| self.forget(stmt, e))
     }
 
-    /// The cached statement for `sql`, prepared (one round trip) on a miss.
-    pub(crate) fn statement(&mut self, sql: &str) -> Result<Statement, Error> {
-        if let Some(stmt) = self.statements.get(sql) {
-            return Ok(stmt.clone());
-        }
-        self.drain_unread_replies()?;
-        let name = self.statements.next_name();
-        encode_prepare(&mut self.out, &name, sql)?;
-        self.unread_replies += 1;
-        self.flush()?;
-        let described = self.read_description(name);
-        let stmt = self.check(described)?;
-        self.keep(sql, stmt.clone());
-        Ok(stmt)
-    }
-
-    /// Caches `stmt`; the statement it evicts is closed with the next request.
-    pub(crate) fn keep(&mut self, sql: &str, stmt: Statement) {
-        if let Some(evicted) = self.statements.insert(sql, stmt) {
-            // Its CloseComplete arrives inside the next request's reply, which skips it.
-            let _ = frontend::close(b'S', evicted.name(), &mut self.out);
-        }
-    }
-
-    /// Forgets `sql`'s statement when the server says its plan went stale (the
-    /// table changed shape), so the next run prepares it again.
-    pub(super) fn forget_if_stale(&mut self, sql: &str, error: &Error) {
-        let stale = error.as_db().is_some_and(|db| db.code == "0A000" && db.message.contains("cached plan"));
-        if stale {
-            if let Some(stmt) = self.statements.remove(sql) {
-                let _ = frontend::close(b'S', stmt.name(), &mut self.out);
-            }
-        }
-    }
-
-    /// Runs a statement: Bind + Execute + Sync in one write, then its reply.
+    /// Runs a statement: Bind + Execute + Sync in one write (Parse and Describe
+    /// too for an unnamed one), then its reply.
     pub(crate) fn run(&mut self, sql: &str, params: &[&dyn ToSql]) -> Result<Reply, Error> {
         let stmt = self.statement(sql)?;
         self.drain_unread_replies()?;
@@ -197,10 +186,7 @@ impl Connection {
         self.unread_replies += 1;
         self.flush()?;
         let reply = self.read_reply(Some(stmt.columns_arc()));
-        if let Err(e) = &reply {
-            self.forget_if_stale(sql, e);
-        }
-        self.check(reply)
+        self.check(reply).map(|reply| self.learn(&stmt, reply)).map_err(|e| self.forget(&stmt, e))
     }
 
     /// Runs `sql` with the simple protocol.
@@ -214,7 +200,8 @@ impl Connection {
     }
 
     /// Reads one request's messages up to its `ReadyForQuery`; rows are typed by
-    /// `columns` (`None`: rows are dropped). A server error is returned once its
+    /// `columns` (`None`: rows are dropped), or by the portal's description where
+    /// an unnamed statement's differs from them. A server error is returned once its
     /// `ReadyForQuery` is read, except a fatal one, returned at once.
     pub(crate) fn read_reply(&mut self, columns: Option<&Arc<[Column]>>) -> Result<Reply, Error> {
         let mut reply = Reply::default();
@@ -222,8 +209,13 @@ impl Connection {
         loop {
             match self.framed.next_message()? {
                 Message::DataRow(body) => {
-                    if let (Some(columns), None) = (columns, &error) {
+                    if let (Some(columns), None) = (reply.columns.as_ref().or(columns), &error) {
                         reply.rows.push(Row::new(columns.clone(), body)?);
+                    }
+                }
+                Message::RowDescription(body) => {
+                    if let Some(expected) = columns {
+                        reply.columns = statement::fresh_columns(&body, expected)?;
                     }
                 }
                 Message::CommandComplete(body) => reply.affected = body.tag().map(affected).unwrap_or(0),
@@ -238,16 +230,15 @@ impl Connection {
                 | Message::NoData
                 | Message::EmptyQueryResponse
                 | Message::PortalSuspended
-                | Message::ParameterDescription(_)
-                | Message::RowDescription(_) => {}
+                | Message::ParameterDescription(_) => {}
                 other if self.background(&other) => {}
                 _ => return Err(Error::protocol("unexpected message in a query's reply")),
             }
         }
     }
 
-    /// Reads the reply to Parse + Describe + Sync: the statement's types.
-    pub(crate) fn read_description(&mut self, name: String) -> Result<Statement, Error> {
+    /// Reads the reply to Parse + Describe + Sync: the statement's parameter and column types.
+    pub(crate) fn read_description(&mut self) -> Result<(Vec<Type>, Vec<Column>), Error> {
         let mut params = Vec::new();
         let mut columns = Vec::new();
         let mut error = None;
@@ -257,7 +248,7 @@ impl Connection {
                 Message::RowDescription(body) => columns = describe_columns(&body)?,
                 Message::ReadyForQuery(body) => {
                     self.ready(body.status());
-                    return finish(error, ()).map(|()| Statement::new(name, params, columns));
+                    return finish(error, (params, columns));
                 }
                 Message::ErrorResponse(body) => defer_error(&body, &mut error)?,
                 Message::ParseComplete | Message::NoData | Message::CloseComplete => {}
@@ -283,7 +274,8 @@ impl Connection {
                     return finish(error, rows);
                 }
                 Message::ErrorResponse(body) => defer_error(&body, &mut error)?,
-                Message::CommandComplete(_) | Message::EmptyQueryResponse => {}
+                // A CloseComplete: a statement the cache gave up was closed in front of this query.
+                Message::CommandComplete(_) | Message::EmptyQueryResponse | Message::CloseComplete => {}
                 other if self.background(&other) => {}
                 _ => return Err(Error::protocol("unexpected message in a simple query's reply")),
             }

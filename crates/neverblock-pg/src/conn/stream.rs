@@ -14,9 +14,10 @@ use std::sync::Arc;
 use postgres_protocol::message::backend::Message;
 use postgres_protocol::message::frontend;
 
-use super::query::{encode_bind, encode_execute};
+use super::query::{describe_columns, encode_bind, encode_describe_portal, encode_execute};
 use super::Connection;
 use crate::row::{Column, Row};
+use crate::statement::Statement;
 use crate::types::ToSql;
 use crate::{DbError, Error};
 
@@ -52,8 +53,8 @@ const BATCH_ROWS: i32 = 4096;
 #[derive(Debug)]
 pub struct RowStream<'a> {
     conn: &'a mut Connection,
-    /// The query text: its cached statement is forgotten if the server says the plan went stale.
-    sql: Box<str>,
+    /// The statement run: forgotten by the cache if the server says it went stale or lost it.
+    stmt: Statement,
     columns: Arc<[Column]>,
 }
 
@@ -63,11 +64,13 @@ impl<'a> RowStream<'a> {
         let stmt = conn.statement(sql)?;
         conn.drain_unread_replies()?;
         encode_bind(&mut conn.out, &stmt, params)?;
+        encode_describe_portal(&mut conn.out, &stmt);
         encode_execute(&mut conn.out, BATCH_ROWS);
         frontend::flush(&mut conn.out);
         conn.portal_open = true;
         conn.flush()?;
-        Ok(RowStream { conn, sql: sql.into(), columns: stmt.columns_arc().clone() })
+        let columns = stmt.columns_arc().clone();
+        Ok(RowStream { conn, stmt, columns })
     }
 
     /// The result's columns, known before the first row.
@@ -109,8 +112,10 @@ impl<'a> RowStream<'a> {
                     }
                     return self.end(Some(db));
                 }
+                // An unnamed statement's portal, described afresh: its rows read by it.
+                Message::RowDescription(body) => self.columns = describe_columns(&body)?.into(),
                 // A statement evicted from the cache is closed with this request.
-                Message::BindComplete | Message::CloseComplete => {}
+                Message::ParseComplete | Message::BindComplete | Message::CloseComplete | Message::NoData => {}
                 other if self.conn.background(&other) => {}
                 _ => return Err(Error::protocol("unexpected message in a streamed query's reply")),
             }
@@ -136,10 +141,7 @@ impl Iterator for RowStream<'_> {
         if !self.conn.portal_open {
             return None;
         }
-        let read = self.read_row();
-        if let Err(e) = &read {
-            self.conn.forget_if_stale(&self.sql, e);
-        }
+        let read = self.read_row().map_err(|e| self.conn.forget(&self.stmt, e));
         // A fatal error breaks the connection; a timeout cancels the query on the server.
         self.conn.check(read).transpose()
     }

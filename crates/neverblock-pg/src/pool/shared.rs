@@ -24,7 +24,7 @@
 //! `Connection::query_stream`.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -41,7 +41,7 @@ use crate::conn::{
     affected, defer_error, describe_columns, describe_params, encode_prepare, encode_query, open_framed, Reply,
 };
 use crate::row::{Column, Row};
-use crate::statement::Statement;
+use crate::statement::{self, Statement};
 use crate::types::{ToSql, Type};
 use crate::{Config, DbError, Error};
 
@@ -55,9 +55,9 @@ pub(super) struct SharedConnections {
     checkout_timeout: Duration,
     conns: RefCell<Vec<Rc<Conn>>>,
     opening: Cell<usize>,
-    /// Statements by query text, prepared under the same name on every connection that ran them.
-    statements: RefCell<HashMap<Box<str>, Statement>>,
-    prepared: Cell<u64>,
+    /// Statements by query text, prepared under the same name on every
+    /// connection that ran them (or, with the cache off, descriptions to run unnamed).
+    statements: RefCell<statement::Cache>,
     capacity: Rc<Capacity>,
     /// The pool's: when a new connection may be dialled.
     redial: Rc<Redial>,
@@ -117,8 +117,7 @@ impl SharedConnections {
             checkout_timeout: settings.checkout_timeout,
             conns: RefCell::new(Vec::new()),
             opening: Cell::new(0),
-            statements: RefCell::new(HashMap::new()),
-            prepared: Cell::new(0),
+            statements: RefCell::new(statement::Cache::new(settings.config.get_statement_cache_capacity(), "nbs")),
             capacity: Rc::new(Capacity::default()),
             redial,
         }
@@ -133,11 +132,13 @@ impl SharedConnections {
     pub(super) fn run(&self, sql: &str, params: &[&dyn ToSql]) -> Result<Reply, Error> {
         let stmt = self.statement(sql)?;
         let conn = self.pick()?;
+        // Given up by the cache (and closed) while this fiber waited for a connection: run it unnamed.
+        let stmt = if stmt.is_unnamed() || self.statements.borrow().holds(&stmt) { stmt } else { stmt.to_unnamed() };
         let name = stmt.name();
         let parsed = {
             let mut out = conn.out.borrow_mut();
             let first = out.is_empty();
-            let parse = !conn.prepared.borrow().contains(name);
+            let parse = !stmt.is_unnamed() && !conn.prepared.borrow().contains(name);
             let start = out.len();
             if parse {
                 let oids = stmt.params().iter().map(|t| t.oid());
@@ -155,36 +156,93 @@ impl SharedConnections {
             }
             parse.then(|| name.to_owned())
         };
-        match conn.send(Kind::Query(stmt.columns_arc().clone()), parsed)? {
-            Outcome::Rows(reply) => Ok(reply),
-            Outcome::Described(..) => Err(Error::protocol("a description answered a query")),
+        match conn.send(Kind::Query(stmt.columns_arc().clone()), parsed) {
+            Ok(Outcome::Rows(reply)) => Ok(self.learn(&stmt, reply)),
+            Ok(Outcome::Described(..)) => Err(Error::protocol("a description answered a query")),
+            Err(e) => Err(self.forget(&conn, &stmt, e)),
         }
     }
 
-    /// The statement for `sql`, described through a shared connection on first use.
+    /// The statement for `sql`; on a miss, described through a shared
+    /// connection, and prepared there under a name unless the cache is off or
+    /// the text is over its byte bound (then it runs unnamed).
     fn statement(&self, sql: &str) -> Result<Statement, Error> {
-        if let Some(stmt) = self.statements.borrow().get(sql) {
-            return Ok(stmt.clone());
+        if let Some(stmt) = self.statements.borrow_mut().get(sql) {
+            return Ok(stmt);
         }
         let conn = self.pick()?;
-        self.prepared.set(self.prepared.get() + 1);
-        let name = format!("nbs{}", self.prepared.get());
+        let name = {
+            let mut cache = self.statements.borrow_mut();
+            if cache.prepares(sql) {
+                cache.next_name()
+            } else {
+                String::new()
+            }
+        };
         {
             let mut out = conn.out.borrow_mut();
             if out.is_empty() {
                 conn.wake_writer.notify_one();
             }
             encode_prepare(&mut out, &name, sql)?;
+        }
+        let parsed = (!name.is_empty()).then(|| name.clone());
+        if let Some(name) = &parsed {
             conn.prepared.borrow_mut().insert(name.clone());
         }
-        match conn.send(Kind::Describe, Some(name.clone()))? {
+        match conn.send(Kind::Describe, parsed)? {
             Outcome::Described(params, columns) => {
-                let stmt = Statement::new(name, params, columns);
-                self.statements.borrow_mut().insert(sql.into(), stmt.clone());
+                let stmt = Statement::new(name, sql, params, columns.into());
+                let gone = self.statements.borrow_mut().insert(stmt.clone());
+                self.close_everywhere(&gone);
                 Ok(stmt)
             }
             Outcome::Rows(_) => Err(Error::protocol("rows answered a description")),
         }
+    }
+
+    /// Queues a Close for each named statement of `gone` on every connection
+    /// that prepared it, behind the requests already queued there (which may
+    /// name it); the next request's Sync covers it.
+    fn close_everywhere(&self, gone: &[Statement]) {
+        for stmt in gone.iter().filter(|s| !s.is_unnamed()) {
+            for conn in self.conns.borrow().iter().filter(|c| !c.closed.get()) {
+                if conn.prepared.borrow_mut().remove(stmt.name()) {
+                    let mut out = conn.out.borrow_mut();
+                    if out.is_empty() {
+                        conn.wake_writer.notify_one();
+                    }
+                    let _ = frontend::close(b'S', stmt.name(), &mut out);
+                }
+            }
+        }
+    }
+
+    /// Keeps the columns an unnamed statement's portal described, where they
+    /// differ from its cached description.
+    fn learn(&self, stmt: &Statement, reply: Reply) -> Reply {
+        if let Some(columns) = &reply.columns {
+            let mut cache = self.statements.borrow_mut();
+            if stmt.is_unnamed() && cache.holds(stmt) {
+                let gone = cache.insert(stmt.with_columns(columns));
+                drop(cache);
+                self.close_everywhere(&gone);
+            }
+        }
+        reply
+    }
+
+    /// After `stmt`'s run on `conn` failed with `error`: forgets it when its
+    /// description went stale; when `conn`'s server session lost it (a pooler),
+    /// parses it there again next time, and says what that means.
+    fn forget(&self, conn: &Conn, stmt: &Statement, error: Error) -> Error {
+        if statement::is_stale(&error) && self.statements.borrow().holds(stmt) {
+            let gone: Vec<Statement> = self.statements.borrow_mut().remove(stmt.sql()).into_iter().collect();
+            self.close_everywhere(&gone);
+        } else if statement::is_lost(&error, stmt) {
+            conn.prepared.borrow_mut().remove(stmt.name());
+        }
+        statement::explain_lost(error, stmt)
     }
 
     /// The connection a new request should go to: the fiber's own (its task
@@ -356,7 +414,7 @@ impl Conn {
                 Message::DataRow(body) => {
                     let pending = self.pending.borrow();
                     if let (Some(Kind::Query(columns)), None) = (pending.front().map(|s| &s.kind), &error) {
-                        match Row::new(columns.clone(), body) {
+                        match Row::new(reply.columns.as_ref().unwrap_or(columns).clone(), body) {
                             Ok(row) => reply.rows.push(row),
                             Err(e) => {
                                 drop(pending);
@@ -370,10 +428,20 @@ impl Conn {
                     Ok(params) => described.0 = params,
                     Err(e) => return self.fail(e),
                 },
-                Message::RowDescription(body) => match describe_columns(&body) {
-                    Ok(columns) => described.1 = columns,
-                    Err(e) => return self.fail(e),
-                },
+                Message::RowDescription(body) => {
+                    let pending = self.pending.borrow();
+                    let read = match pending.front().map(|s| &s.kind) {
+                        // An unnamed statement's portal: its columns, where they changed.
+                        Some(Kind::Query(expected)) => {
+                            statement::fresh_columns(&body, expected).map(|c| reply.columns = c)
+                        }
+                        _ => describe_columns(&body).map(|c| described.1 = c),
+                    };
+                    drop(pending);
+                    if let Err(e) = read {
+                        return self.fail(e);
+                    }
+                }
                 Message::ErrorResponse(body) => {
                     if let Err(fatal) = defer_error(&body, &mut error) {
                         return self.fail(fatal);

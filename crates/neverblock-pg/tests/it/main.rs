@@ -7,6 +7,7 @@ mod cancel;
 mod errors;
 mod example;
 mod faults;
+mod pgbouncer;
 mod pipeline;
 mod pool;
 mod shared;

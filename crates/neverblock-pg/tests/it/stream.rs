@@ -218,3 +218,26 @@ fn a_statement_timeout_ends_a_stream_with_the_servers_error() {
         assert_ready(&mut conn);
     });
 }
+
+#[test]
+fn with_the_statement_cache_off_a_stream_reads_its_portals_description() {
+    run(|| {
+        let mut conn = Connection::connect(&config().statement_cache_capacity(0)).unwrap();
+        let table = unique("stream_uncached");
+        conn.batch_execute(&format!(
+            "create table {table} (v int4); insert into {table} select generate_series(1, 5000)"
+        ))
+        .unwrap();
+        let sql = format!("select v from {table} order by v");
+        let (values, error) = read_to_end(conn.query_stream(&sql, &[]).unwrap());
+        assert!(error.is_none(), "{error:?}");
+        assert_eq!(values, (1..=5000).collect::<Vec<_>>());
+        // The column changes type: the cached description is stale, the portal's is not.
+        conn.batch_execute(&format!("alter table {table} alter v type text")).unwrap();
+        let texts: Vec<String> = conn.query_stream(&sql, &[]).unwrap().take(2).map(|r| r.unwrap().get(0)).collect();
+        assert_eq!(texts, ["1", "10"], "ordered as text now");
+        assert_ready(&mut conn);
+        let named: i64 = conn.query_one("select count(*) from pg_prepared_statements", &[]).unwrap().get(0);
+        assert_eq!(named, 0, "nothing stays prepared");
+    });
+}

@@ -4,6 +4,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use neverblock_pg::throwaway::pgbouncer::PgBouncer;
 use neverblock_pg::throwaway::Postgres;
 use neverblock_pg::{Config, Connection};
 
@@ -14,6 +15,15 @@ pub(crate) fn postgres() -> &'static Postgres {
     POSTGRES.get_or_init(|| Postgres::start().unwrap_or_else(|e| panic!("cannot start a throwaway PostgreSQL: {e}")))
 }
 
+/// The binary's PgBouncer (transaction pooling) in front of its server, started
+/// by the first test that asks; gone with this process, as the server is.
+pub(crate) fn pgbouncer() -> &'static PgBouncer {
+    static PGBOUNCER: OnceLock<PgBouncer> = OnceLock::new();
+    PGBOUNCER.get_or_init(|| {
+        PgBouncer::start(&postgres().config()).unwrap_or_else(|e| panic!("cannot start a throwaway PgBouncer: {e}"))
+    })
+}
+
 /// The superuser over the unix socket.
 pub(crate) fn config() -> Config {
     postgres().config()
@@ -22,7 +32,7 @@ pub(crate) fn config() -> Config {
 /// Runs `f` in a fiber of a new runtime, failing the test if it takes over a minute
 /// (a hang guard only: nothing here is expected to come near it).
 pub(crate) fn run<T: 'static>(f: impl FnOnce() -> T + 'static) -> T {
-    postgres(); // started outside the runtime: its start-up waits block the thread
+    postgres(); // started outside the runtime: its start-up waits block the thread (so is PgBouncer, where used)
     neverblock::run(|| neverblock::timeout(Duration::from_secs(60), f).expect("the test hung for a minute"))
 }
 
@@ -35,6 +45,11 @@ pub(crate) fn admin() -> Connection {
 pub(crate) fn unique(prefix: &str) -> String {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     format!("{prefix}_{}", NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+/// How many statements `conn`'s server session has prepared.
+pub(crate) fn prepared_statements(conn: &mut Connection) -> i64 {
+    conn.query_one("select count(*) from pg_prepared_statements", &[]).expect("pg_prepared_statements").get(0)
 }
 
 /// How many sessions of `application_name` the server has now.
