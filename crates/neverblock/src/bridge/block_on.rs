@@ -5,8 +5,8 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
-use super::polling::{self, Interests};
 use super::waker::Signal;
+use crate::runtime::polling::{self, Interests};
 use crate::runtime::scheduler::Woken;
 use crate::Elapsed;
 

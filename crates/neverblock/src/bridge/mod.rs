@@ -28,9 +28,7 @@
 
 mod block_on;
 mod io;
-mod polling;
 mod waker;
 
 pub use block_on::block_on;
 pub use io::{AsyncIo, Socket};
-pub(crate) use polling::wait_for;

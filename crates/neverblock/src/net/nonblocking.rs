@@ -134,7 +134,7 @@ impl<T: AsFd> NonBlocking<T> {
                     result => return Poll::Ready(result),
                 }
             }
-            match crate::bridge::wait_for(cx, &self.registration, self.inner.as_fd(), direction) {
+            match crate::runtime::polling::wait_for(cx, &self.registration, self.inner.as_fd(), direction) {
                 Ok(true) => return Poll::Pending,
                 Ok(false) => {}
                 Err(e) => return Poll::Ready(Err(e)),

@@ -1,6 +1,6 @@
 //! Which `block_on`s are polling on this thread, and the fds each one's future
-//! found would block: an [`AsyncIo`](super::AsyncIo) names its fd here and
-//! returns `Pending`, and the `block_on` parks on that fd beside its waker.
+//! found would block: an [`AsyncIo`](crate::bridge::AsyncIo) names its fd here
+//! and returns `Pending`, and the `block_on` parks on that fd beside its waker.
 
 use std::cell::RefCell;
 use std::io;
@@ -10,7 +10,7 @@ use std::task::{Context, Waker};
 use crate::runtime::registration::{Direction, Interest, Registration};
 
 /// The fds a pending future waits on, as interests of the polling fiber's loop.
-pub(super) type Interests = Vec<Interest>;
+pub(crate) type Interests = Vec<Interest>;
 
 /// A `block_on` polling its future: its waker (by the address of its data, which
 /// no other waker shares while it lives) and what the poll found would block.
@@ -28,7 +28,7 @@ thread_local! {
 
 /// Runs `poll` as the poll of the `block_on` whose waker is `waker`; `interests`
 /// is emptied first and holds, after, the fds the poll found would block.
-pub(super) fn poll<T>(waker: &Waker, interests: &mut Interests, poll: impl FnOnce() -> T) -> T {
+pub(crate) fn poll<T>(waker: &Waker, interests: &mut Interests, poll: impl FnOnce() -> T) -> T {
     /// Leaves the list however the poll ends, handing back what it found.
     struct Leave<'a>(*const (), &'a mut Interests);
     impl Drop for Leave<'_> {
