@@ -5,7 +5,8 @@
 //! runtime: [`fiber`] (Ruby's `resume`, `yield` and `transfer`), a scheduler and
 //! event loop per thread ([`runtime`], [`run`], [`spawn`], [`sleep`],
 //! [`timeout`]), fiber-aware [`sync`] primitives, and sockets that park the
-//! fiber instead of the thread ([`net`], [`io`]). The HTTP and PostgreSQL
+//! fiber instead of the thread ([`net`], [`io`]); futures run on a fiber too
+//! ([`block_on`], [`bridge`]). The HTTP and PostgreSQL
 //! crates are built on its public API alone.
 //!
 //! # Examples
@@ -33,6 +34,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod bridge;
 pub mod fiber;
 mod fiber_pool;
 pub mod io;
@@ -44,6 +46,7 @@ pub mod sync;
 #[allow(unsafe_code)]
 mod sys;
 
+pub use bridge::block_on;
 pub use fiber_pool::FiberPool;
 pub use runtime::{
     current_task_id, current_task_name, run, sleep, sleep_until, spawn, spawn_blocking, spawn_named, timeout,

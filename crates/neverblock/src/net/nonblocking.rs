@@ -3,6 +3,7 @@
 use std::io;
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
 
 use crate::runtime::registration::Direction;
@@ -83,6 +84,62 @@ impl<T: AsFd> NonBlocking<T> {
             self.registration.clear_ready(Direction::Write);
         }
         Ok(n)
+    }
+
+    /// The future side of [`read_stream`](Self::read_stream): `Pending` when the read
+    /// would block, once the fd's readability is an interest of the `block_on`
+    /// polling with `cx` (see [`bridge`](crate::bridge)).
+    pub(crate) fn poll_read_stream(
+        &self,
+        cx: &Context<'_>,
+        len: usize,
+        op: impl FnMut(&T) -> io::Result<usize>,
+    ) -> Poll<io::Result<usize>> {
+        let n = ready!(self.poll_with(Direction::Read, cx, op))?;
+        if n > 0 && n < len {
+            self.registration.clear_ready(Direction::Read);
+        }
+        Poll::Ready(Ok(n))
+    }
+
+    /// The future side of [`write_stream`](Self::write_stream), as
+    /// [`poll_read_stream`](Self::poll_read_stream) is of reads.
+    pub(crate) fn poll_write_stream(
+        &self,
+        cx: &Context<'_>,
+        len: usize,
+        op: impl FnMut(&T) -> io::Result<usize>,
+    ) -> Poll<io::Result<usize>> {
+        let n = ready!(self.poll_with(Direction::Write, cx, op))?;
+        if n < len {
+            self.registration.clear_ready(Direction::Write);
+        }
+        Poll::Ready(Ok(n))
+    }
+
+    /// Runs `op` until it does not return `WouldBlock`; then returns `Pending` if the
+    /// fd's `direction` became an interest of the polling `block_on`, or else waits
+    /// for it in place and tries again. The socket's timeouts do not apply.
+    fn poll_with<R>(
+        &self,
+        direction: Direction,
+        cx: &Context<'_>,
+        mut op: impl FnMut(&T) -> io::Result<R>,
+    ) -> Poll<io::Result<R>> {
+        loop {
+            if self.registration.may_be_ready(direction) {
+                match op(&self.inner) {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.registration.clear_ready(direction),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    result => return Poll::Ready(result),
+                }
+            }
+            match crate::runtime::polling::wait_for(cx, &self.registration, self.inner.as_fd(), direction) {
+                Ok(true) => return Poll::Pending,
+                Ok(false) => {}
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
     }
 
     /// Reads without consuming and without waiting: what is there now, `Ok(0)` at

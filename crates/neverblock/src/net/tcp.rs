@@ -190,6 +190,11 @@ impl TcpStream {
         self.io.get_ref().local_addr()
     }
 
+    /// The non-blocking fd under the stream, for [`AsyncIo`](crate::bridge::AsyncIo)'s polls.
+    pub(crate) fn nonblocking(&self) -> &NonBlocking<std::net::TcpStream> {
+        &self.io
+    }
+
     /// Shuts down the read half, the write half, or both.
     ///
     /// # Errors

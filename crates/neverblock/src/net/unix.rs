@@ -109,6 +109,11 @@ impl UnixStream {
         self.io.get_ref().peer_addr()
     }
 
+    /// The non-blocking fd under the stream, for [`AsyncIo`](crate::bridge::AsyncIo)'s polls.
+    pub(crate) fn nonblocking(&self) -> &NonBlocking<std::os::unix::net::UnixStream> {
+        &self.io
+    }
+
     /// Shuts down the read half, the write half, or both.
     ///
     /// # Errors

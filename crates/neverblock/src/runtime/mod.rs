@@ -42,6 +42,7 @@
 //! ```
 
 mod blocking;
+pub(crate) mod polling;
 pub(crate) mod registration;
 mod remote;
 mod reply;

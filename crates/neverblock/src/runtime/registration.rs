@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use super::scheduler::{self, Scheduler, Wait, Woken};
-use super::waiter;
+use super::waiter::{self, Waiter};
 use crate::reactor::poll_blocking;
 use crate::reactor::source::Token;
 // Which way an fd is waited on: the reactor's word, named outside it through this door alone.
@@ -112,6 +112,19 @@ impl Registration {
         }
     }
 
+    /// The fd's `direction` as an [`Interest`] of the running task's loop, for a
+    /// `block_on` to wait on beside its waker; the fd is registered with that loop
+    /// if it has no home. `None` outside a task, or when another live loop is the
+    /// fd's home (the caller then waits in place).
+    ///
+    /// # Errors
+    ///
+    /// The reactor's, when the fd cannot be registered.
+    pub(crate) fn interest(&self, fd: BorrowedFd<'_>, direction: Direction) -> io::Result<Option<Interest>> {
+        let Some(s) = scheduler::in_task() else { return Ok(None) };
+        Ok(self.home_token(&s, fd)?.map(|token| Interest { token, direction }))
+    }
+
     /// The fd's token in `s`'s reactor, registering it there if it has no home
     /// (or its home runtime has ended); `None` when another live loop is its home.
     fn home_token(&self, s: &Scheduler, fd: BorrowedFd<'_>) -> io::Result<Option<Token>> {
@@ -175,6 +188,47 @@ fn deregister_remote(home: u64, token: Token) {
             }
         }));
     }
+}
+
+/// One direction of an fd registered with the running task's loop, that a parked
+/// `block_on` waits on beside its waker ([`wait_any`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Interest {
+    token: Token,
+    direction: Direction,
+}
+
+/// Parks the calling fiber until the [`Waiter`] handed to `register` is woken or one
+/// of `interests` becomes ready; outside a runtime, blocks the thread until the
+/// waiter is woken (there are no interests there). `register` hands the waiter
+/// back when what it waits for has already happened: then there is no park.
+/// Wakes can be spurious; the interests' waits are taken back however it ends.
+///
+/// # Panics
+///
+/// Unwinds a cancelled task.
+pub(crate) fn wait_any(interests: &[Interest], register: impl FnOnce(Waiter) -> Option<Waiter>) -> Woken {
+    let Some(s) = scheduler::in_task() else {
+        return waiter::wait(Wait::Future, |w| register(w).map_or((), Waiter::wake));
+    };
+    /// Takes every interest's wait back (also on a cancellation's unwind).
+    struct Unwait<'a>(&'a Scheduler, &'a [Interest], Option<u64>);
+    impl Drop for Unwait<'_> {
+        fn drop(&mut self) {
+            if let Some(task) = self.2 {
+                for i in self.1 {
+                    self.0.reactor().unwait(i.token, i.direction, task);
+                }
+            }
+        }
+    }
+    let _unwait = Unwait(&s, interests, s.current_task());
+    let scheduler = s.id();
+    let register = |turn| {
+        register(Waiter::Fiber { scheduler, turn }).is_some()
+            || interests.iter().any(|i| s.reactor().wait(i.token, i.direction, turn, None))
+    };
+    s.park_for_waiter(Wait::Future, register, true)
 }
 
 /// Parks the running task on `direction` of the source `token` until readiness,

@@ -60,7 +60,11 @@ fn wait_inner(why: Wait, register: impl FnOnce(Waiter), interruptible: bool) -> 
         return if Instant::now() >= deadline { Woken::TimedOut } else { Woken::Ready };
     };
     let scheduler = s.id();
-    s.park_for_waiter(why, |turn| register(Waiter::Fiber { scheduler, turn }), interruptible)
+    let register = |turn| {
+        register(Waiter::Fiber { scheduler, turn });
+        false
+    };
+    s.park_for_waiter(why, register, interruptible)
 }
 
 thread_local! {

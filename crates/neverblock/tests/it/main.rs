@@ -1,5 +1,7 @@
 //! One integration-test binary for the runtime crate.
 
+mod bridge;
+mod bridge_h2;
 mod fiber_drop;
 mod fiber_kill;
 mod fiber_rules;

@@ -41,6 +41,8 @@ pub(crate) enum Wait {
     Sync(Primitive),
     /// A job on the blocking pool.
     Blocking,
+    /// A future's waker, or an fd the future polled (`block_on`).
+    Future,
 }
 
 impl fmt::Display for Wait {
@@ -54,6 +56,7 @@ impl fmt::Display for Wait {
             Wait::OtherLoop(index) => write!(f, "an answer from loop {index}"),
             Wait::Sync(primitive) => primitive.fmt(f),
             Wait::Blocking => f.write_str("a blocking-pool job"),
+            Wait::Future => f.write_str("a future's waker (block_on)"),
         }
     }
 }
@@ -145,10 +148,15 @@ impl Scheduler {
         }
     }
 
-    /// Like [`park`](Self::park), for a wake that may come from another thread; when
-    /// not `interruptible`, an expired `timeout` scope does not end it (for waits on
-    /// work that cannot be abandoned, such as a blocking-pool job).
-    pub(crate) fn park_for_waiter(&self, wait: Wait, register: impl FnOnce(Turn), interruptible: bool) -> Woken {
+    /// Like [`park_unless`](Self::park_unless), for a wake that may come from another
+    /// thread; when not `interruptible`, an expired `timeout` scope does not end it (for
+    /// waits on work that cannot be abandoned, such as a blocking-pool job).
+    pub(crate) fn park_for_waiter(
+        &self,
+        wait: Wait,
+        register: impl FnOnce(Turn) -> bool,
+        interruptible: bool,
+    ) -> Woken {
         struct Waiting<'a>(&'a Cell<usize>);
         impl Drop for Waiting<'_> {
             fn drop(&mut self) {
@@ -157,14 +165,7 @@ impl Scheduler {
         }
         self.waiting.set(self.waiting.get() + 1);
         let _waiting = Waiting(&self.waiting);
-        self.park_inner(
-            wait,
-            |turn| {
-                register(turn);
-                false
-            },
-            interruptible,
-        )
+        self.park_inner(wait, register, interruptible)
     }
 
     fn park_inner(&self, wait: Wait, register: impl FnOnce(Turn) -> bool, interruptible: bool) -> Woken {

@@ -68,7 +68,7 @@ pub struct Parked {
     /// of the runtime.
     pub other_loop: usize,
     /// A [`sync`](crate::sync) primitive: a lock, a permit, a channel, a oneshot value,
-    /// a `Notify`, a `WaitGroup`.
+    /// a `Notify`, a `WaitGroup`; or a future's waker ([`block_on`](crate::block_on)).
     pub sync: usize,
     /// A job on the blocking pool ([`spawn_blocking`](crate::spawn_blocking), name lookups).
     pub blocking: usize,
@@ -95,7 +95,7 @@ impl Parked {
             Wait::Fd(_) => &mut self.fd,
             Wait::Join(_) => &mut self.join,
             Wait::OtherLoop(_) => &mut self.other_loop,
-            Wait::Sync(_) => &mut self.sync,
+            Wait::Sync(_) | Wait::Future => &mut self.sync,
             Wait::Blocking => &mut self.blocking,
         };
         *counter += 1;
