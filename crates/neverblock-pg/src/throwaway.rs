@@ -456,17 +456,23 @@ impl Postgres {
 
     /// Waits until the superuser can log in and run a query.
     fn wait_ready(&self) -> Result<(), Error> {
-        let start = Instant::now();
-        loop {
-            let attempt = Connection::connect(&self.config()).and_then(|mut c| c.batch_execute("select 1"));
-            match attempt {
-                Ok(()) => return Ok(()),
-                Err(e) if start.elapsed() > READY_DEADLINE => {
-                    let log = std::fs::read_to_string(self.dir.join("postgres.log")).unwrap_or_default();
-                    return Err(Error::Usage(format!("the throwaway server did not start ({e}); its log:\n{log}")));
-                }
-                Err(_) => neverblock::sleep(Duration::from_millis(20)),
+        wait_serving(&self.config(), READY_DEADLINE, "the throwaway server", &self.dir.join("postgres.log"))
+    }
+}
+
+/// Waits until `config` logs in and runs a query; after `deadline`, an error naming `what`
+/// with its `log`.
+fn wait_serving(config: &Config, deadline: Duration, what: &str, log: &Path) -> Result<(), Error> {
+    let start = Instant::now();
+    loop {
+        let attempt = Connection::connect(config).and_then(|mut c| c.batch_execute("select 1"));
+        match attempt {
+            Ok(()) => return Ok(()),
+            Err(e) if start.elapsed() > deadline => {
+                let log = std::fs::read_to_string(log).unwrap_or_default();
+                return Err(Error::Usage(format!("{what} did not start ({e}); its log:\n{log}")));
             }
+            Err(_) => neverblock::sleep(Duration::from_millis(20)),
         }
     }
 }

@@ -46,13 +46,13 @@ impl Redial {
     /// else `dial`'s error.
     pub(super) fn dial<T>(&self, dial: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
         self.may_dial()?;
-        let probe = Probe(self);
+        // However the dial ends (an unwind included), it no longer probes.
+        let _probe = Probe(self);
         let dialled = dial();
-        std::mem::forget(probe);
         match &dialled {
             Ok(_) => *self.outage.borrow_mut() = None,
-            Err(e) if e.says_nothing_of_the_server() => self.end_probe(),
-            Err(e) => self.failed(e.duplicate()),
+            Err(e) if !e.says_nothing_of_the_server() => self.failed(e.duplicate()),
+            Err(_) => {}
         }
         dialled
     }
@@ -80,8 +80,7 @@ impl Redial {
         log::debug!("dialling postgres failed ({failures} in a row); the next dial in {wait:?} at most");
     }
 
-    /// A probe ended without telling anything about the server (its fiber was cancelled,
-    /// or its own `timeout` expired): the next dial may go out at its time.
+    /// A probe ended: the next dial may go out at its time.
     fn end_probe(&self) {
         if let Some(outage) = self.outage.borrow_mut().as_mut() {
             outage.probing = false;
@@ -89,7 +88,7 @@ impl Redial {
     }
 }
 
-/// Ends the probe when the dialling fiber unwinds.
+/// Ends the probe however the dial ends, an unwind included.
 struct Probe<'a>(&'a Redial);
 
 impl Drop for Probe<'_> {

@@ -13,11 +13,11 @@ use std::fmt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::{free_port, fresh_dir, Account};
+use super::{free_port, fresh_dir, wait_serving, Account};
 use crate::config::Host;
-use crate::{Config, Connection, Error};
+use crate::{Config, Error};
 
 /// What to tell someone whose machine has no PgBouncer.
 ///
@@ -219,18 +219,7 @@ impl PgBouncer {
 
     /// Waits until a query passes through PgBouncer to the server.
     fn wait_ready(&self) -> Result<(), Error> {
-        let start = Instant::now();
-        loop {
-            let attempt = Connection::connect(&self.config()).and_then(|mut c| c.batch_execute("select 1"));
-            match attempt {
-                Ok(()) => return Ok(()),
-                Err(e) if start.elapsed() > READY_DEADLINE => {
-                    let log = std::fs::read_to_string(self.dir.join("pgbouncer.log")).unwrap_or_default();
-                    return Err(Error::Usage(format!("the throwaway PgBouncer did not start ({e}); its log:\n{log}")));
-                }
-                Err(_) => neverblock::sleep(Duration::from_millis(20)),
-            }
-        }
+        wait_serving(&self.config(), READY_DEADLINE, "the throwaway PgBouncer", &self.dir.join("pgbouncer.log"))
     }
 }
 

@@ -3,14 +3,12 @@
 //! it on, a statement prepared on another server session fails with an error
 //! that says what to do. The throwaway PgBouncer itself leaves nothing behind.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-
 use neverblock_pg::throwaway::pgbouncer::PgBouncer;
 use neverblock_pg::{Connection, Error, Pool};
 
-use crate::support::{admin, pgbouncer, postgres, run, unique};
+use crate::support::{
+    admin, assert_gone, pgbouncer, postgres, run, signal_group_and_assert_removed, start_example_in_own_group, unique,
+};
 
 /// `n` fibers each asking `pool` for `i * 2`, in order.
 fn doubled_by_fibers(pool: &Pool, n: i32) -> Vec<i32> {
@@ -105,38 +103,18 @@ fn a_dropped_pgbouncer_leaves_no_process_and_no_directory() {
     let pid = std::fs::read_to_string(dir.join("pgbouncer.pid")).unwrap().trim().to_owned();
     assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
     drop(pgbouncer);
-    assert!(!dir.exists(), "{} is gone", dir.display());
-    assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "pgbouncer {pid} is gone");
+    assert_gone(&pid, &dir);
 }
 
 #[test]
 fn a_signal_to_the_whole_process_group_still_removes_pgbouncers_directory() {
     for signal in ["TERM", "INT"] {
-        let exe = std::env::current_exe().unwrap();
-        let example = exe.parent().and_then(|deps| deps.parent()).unwrap().join("examples").join("pgbouncer");
-        let mut child = std::os::unix::process::CommandExt::process_group(&mut Command::new(example), 0)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let (mut child, line) = start_example_in_own_group("pgbouncer", &[]);
         assert!(line.starts_with("postgres://"), "it prints its URL: {line:?}");
         // The example's throwaway server was made first, its PgBouncer second.
         let dirs: Vec<_> =
             (0..2).map(|n| std::env::temp_dir().join(format!("neverblock-pg-{}-{n}", child.id()))).collect();
         assert!(dirs[1].join("pgbouncer.ini").exists(), "its PgBouncer is at {}", dirs[1].display());
-        let killed = Command::new("sh").arg("-c").arg(format!("kill -{signal} -{}", child.id())).status().unwrap();
-        assert!(killed.success(), "the group was signalled");
-        child.wait().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while dirs.iter().any(|d| d.exists()) && Instant::now() < deadline {
-            #[expect(clippy::disallowed_methods, reason = "a plain test thread waits for other processes")]
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        for dir in &dirs {
-            assert!(!dir.exists(), "SIG{signal} to the group left {} behind", dir.display());
-        }
+        signal_group_and_assert_removed(&mut child, signal, &dirs);
     }
 }

@@ -1,8 +1,11 @@
 //! The shared fixture: one throwaway server per test binary, and helpers.
 
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use neverblock_pg::throwaway::pgbouncer::PgBouncer;
 use neverblock_pg::throwaway::Postgres;
@@ -58,4 +61,45 @@ pub(crate) fn sessions_named(admin: &mut Connection, name: &str) -> i64 {
         .query_one("select count(*) from pg_stat_activity where application_name = $1", &[&name])
         .expect("pg_stat_activity")
         .get(0)
+}
+
+/// A process's pid and directory, both gone once it has stopped (asserted).
+pub(crate) fn assert_gone(pid: &str, dir: &Path) {
+    assert!(!dir.exists(), "{} is gone", dir.display());
+    assert!(!Path::new(&format!("/proc/{pid}")).exists(), "{pid} is gone");
+}
+
+/// Starts the example program `name` (built beside this test binary) in a process group of its
+/// own; returns it and the first line it prints.
+pub(crate) fn start_example_in_own_group(name: &str, env: &[(&str, &str)]) -> (Child, String) {
+    let exe = std::env::current_exe().unwrap();
+    let example = exe.parent().and_then(|deps| deps.parent()).unwrap().join("examples").join(name);
+    let mut command = Command::new(example);
+    command.env_remove("DATABASE_URL").envs(env.iter().copied());
+    let mut child = std::os::unix::process::CommandExt::process_group(&mut command, 0)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    (child, line)
+}
+
+/// Sends `signal` to `child`'s whole process group with the shell's own `kill`, as `timeout` and
+/// Ctrl-C do, waits for `child` to exit, then up to 20 s for every one of `dirs` to be removed
+/// (asserted).
+pub(crate) fn signal_group_and_assert_removed(child: &mut Child, signal: &str, dirs: &[PathBuf]) {
+    let killed = Command::new("sh").arg("-c").arg(format!("kill -{signal} -{}", child.id())).status().unwrap();
+    assert!(killed.success(), "the group was signalled");
+    child.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while dirs.iter().any(|d| d.exists()) && Instant::now() < deadline {
+        #[expect(clippy::disallowed_methods, reason = "a plain test thread waits for other processes")]
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for dir in dirs {
+        assert!(!dir.exists(), "SIG{signal} to the group left {} behind", dir.display());
+    }
 }

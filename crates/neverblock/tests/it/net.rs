@@ -197,7 +197,16 @@ fn a_connect_that_reaches_its_own_source_port_is_refused_and_frees_the_port() {
         (selves, others)
     });
     assert_eq!(selves, 1, "no dial reached its own port in {others} tries");
-    std::net::TcpListener::bind(("127.0.0.1", port)).expect("the port is free for a server again");
+    // Other tests' connections may hold the port as their source for a moment; a self-connection
+    // left open would hold it for good.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let mut bound = std::net::TcpListener::bind(("127.0.0.1", port));
+    while bound.is_err() && std::time::Instant::now() < deadline {
+        #[expect(clippy::disallowed_methods, reason = "a plain test thread waits for other tests' sockets")]
+        std::thread::sleep(Duration::from_millis(20));
+        bound = std::net::TcpListener::bind(("127.0.0.1", port));
+    }
+    bound.expect("the port is free for a server again");
 }
 
 #[test]
