@@ -43,6 +43,7 @@
 mod config;
 mod date;
 mod exchange;
+mod file_piece;
 mod handlers;
 mod http1;
 mod listen;

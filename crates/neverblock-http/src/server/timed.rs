@@ -140,6 +140,17 @@ impl TimedStream {
         self.timed(&self.write, |mut s| io::Write::write(&mut s, buf), TcpStream::set_write_timeout)
     }
 
+    /// One gathering write of `bufs` (`writev(2)`), under the write limit: a TLS session's records
+    /// leave in one call.
+    ///
+    /// # Errors
+    ///
+    /// The write's error; `TimedOut` past the limit.
+    #[inline]
+    pub(crate) fn write_vectored(&self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        self.timed(&self.write, |mut s| io::Write::write_vectored(&mut s, bufs), TcpStream::set_write_timeout)
+    }
+
     /// Writes all of `bytes`, under the write limit.
     ///
     /// # Errors

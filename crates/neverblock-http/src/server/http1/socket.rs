@@ -8,12 +8,10 @@ use std::fs::File;
 use std::io::{self, Read, Write};
 use std::rc::Rc;
 
+use crate::server::file_piece::{read_piece, FILE_PIECE};
 use crate::server::timed::{TimedStream, WaitLimit};
 use crate::server::tls::{TimedIo, TlsSession};
 use neverblock::net::TcpStream;
-
-/// How much of a file is read and encrypted at a time over TLS (`sendfile(2)` cannot carry it).
-const FILE_PIECE: usize = 64 * 1024;
 
 /// A cheap handle (clones share everything), so the connection's read buffer and the server's
 /// writers hold it alike.
@@ -131,27 +129,6 @@ impl Socket {
             Some(tls) => rustls::Stream::new(&mut *tls.borrow_mut(), &mut TimedIo(&self.inner.timed)).write_all(bytes),
         }
     }
-}
-
-/// Reads up to `len` bytes of `file` from `offset`: at once when they are in the page cache
-/// (`preadv2` with `RWF_NOWAIT`), else on the blocking pool, so a cold disk stalls no other fiber.
-fn read_piece(file: &File, offset: u64, len: usize) -> io::Result<Vec<u8>> {
-    let mut piece = vec![0u8; len];
-    let cached =
-        rustix::io::preadv2(file, &mut [io::IoSliceMut::new(&mut piece)], offset, rustix::io::ReadWriteFlags::NOWAIT);
-    match cached {
-        Ok(n) if n > 0 => {
-            piece.truncate(n);
-            return Ok(piece);
-        }
-        Ok(_) | Err(_) => {}
-    }
-    let file = file.try_clone()?;
-    neverblock::spawn_blocking(move || {
-        let n = std::os::unix::fs::FileExt::read_at(&file, &mut piece, offset)?;
-        piece.truncate(n);
-        Ok(piece)
-    })
 }
 
 impl Read for Socket {

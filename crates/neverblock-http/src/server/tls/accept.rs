@@ -37,6 +37,11 @@ impl Write for TimedIo<'_> {
         self.0.write(buf)
     }
 
+    /// rustls hands every record it has ready at once: they go in one `writev(2)`.
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        self.0.write_vectored(bufs)
+    }
+
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
     }
