@@ -1,4 +1,4 @@
-//! `neverblock serve`: the files under a directory over HTTP/1.1, in cleartext or over TLS, a loop
+//! `neverblock serve`: the files under a directory over HTTP/1.1 and HTTP/2, in cleartext or over TLS, a loop
 //! per core, sent by the kernel (`sendfile`; read and encrypted over TLS), and what no file answers
 //! sent on to an upstream application (whose X-Sendfile answers it honours), with an Apache access
 //! log and a Prometheus metrics page when asked, until SIGTERM or SIGINT (Ctrl-C) shuts it down
@@ -75,6 +75,11 @@ pub(crate) struct ServeArgs {
     /// `location PREFIX { internal; alias DIR/; }` (repeatable; the longest prefix wins).
     #[arg(long, value_name = "PREFIX=DIR", requires = "upstream", value_parser = parse_location)]
     pub(crate) x_accel_location: Vec<(String, PathBuf)>,
+    /// Speak HTTP/1.1 only: TLS offers no `h2` by ALPN, and a cleartext connection that opens
+    /// with HTTP/2's preface is answered as HTTP/1.1 answers it (505). By default HTTP/2 is
+    /// spoken to clients that ask for it so.
+    #[arg(long)]
+    pub(crate) no_http2: bool,
     /// Serve Prometheus metrics (text format 0.0.4) at this path, e.g. `/metrics` (default: none).
     #[arg(long, value_name = "PATH")]
     pub(crate) metrics_path: Option<String>,
@@ -101,7 +106,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     let log = access_log(&args)?;
     let metrics = args.metrics_path.as_ref().map(|_| Metrics::new());
     let upstream = upstream(&args, metrics.as_ref())?;
-    let mut builder = Server::builder().workers(workers).shutdown_on_signals();
+    let mut builder = Server::builder().workers(workers).shutdown_on_signals().http2(!args.no_http2);
     if let Some(hook) = response_hook(log.clone(), metrics.clone()) {
         builder = builder.on_response(hook);
     }

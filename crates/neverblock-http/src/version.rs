@@ -18,6 +18,8 @@ pub enum Version {
     Http10,
     /// HTTP/1.1.
     Http11,
+    /// HTTP/2 (RFC 9113): the server's streams over TLS (ALPN `h2`) or by prior knowledge.
+    Http2,
 }
 
 impl Version {
@@ -37,6 +39,7 @@ impl fmt::Display for Version {
         f.write_str(match self {
             Version::Http10 => "HTTP/1.0",
             Version::Http11 => "HTTP/1.1",
+            Version::Http2 => "HTTP/2.0",
         })
     }
 }

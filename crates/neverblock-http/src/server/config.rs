@@ -34,6 +34,8 @@ pub(super) struct Config {
     pub(super) handshake_hook: Option<HandshakeHook>,
     pub(super) timeouts: Timeouts,
     pub(super) limits: Limits,
+    /// Whether connections may speak HTTP/2 (ALPN `h2`, or the preface in cleartext).
+    pub(super) http2: bool,
 }
 
 impl fmt::Debug for Config {
@@ -75,6 +77,7 @@ pub struct ServerBuilder {
     hook: Option<Hook>,
     handshake_hook: Option<HandshakeHook>,
     signals: bool,
+    http2: bool,
 }
 
 impl Default for ServerBuilder {
@@ -93,6 +96,7 @@ impl Default for ServerBuilder {
             hook: None,
             handshake_hook: None,
             signals: false,
+            http2: true,
         }
     }
 }
@@ -104,6 +108,7 @@ impl fmt::Debug for ServerBuilder {
             .field("timeouts", &self.timeouts)
             .field("limits", &self.limits)
             .field("signals", &self.signals)
+            .field("http2", &self.http2)
             .finish_non_exhaustive()
     }
 }
@@ -338,6 +343,25 @@ impl ServerBuilder {
         self
     }
 
+    /// Whether connections may speak HTTP/2 (default: yes): over TLS when the client's ALPN offers
+    /// `h2` (preferred over `http/1.1`), in cleartext when a connection opens with HTTP/2's
+    /// preface (prior knowledge; there is no `Upgrade: h2c`). Off, TLS offers only `http/1.1` and
+    /// a preface is answered as HTTP/1.1 answers it: `505 HTTP Version Not
+    /// Supported`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Server;
+    ///
+    /// let http1_only = Server::builder().http2(false).bind("127.0.0.1:0").unwrap();
+    /// # drop(http1_only);
+    /// ```
+    pub fn http2(mut self, enabled: bool) -> ServerBuilder {
+        self.http2 = enabled;
+        self
+    }
+
     /// Listens on `addr` for HTTP in cleartext (a listener per loop, all on one port; port 0 picks a
     /// free one). More listeners, cleartext or TLS, can be added to the server
     /// ([`Server::listen`], [`Server::listen_tls`]).
@@ -362,8 +386,8 @@ impl ServerBuilder {
     }
 
     /// Listens on `addr` for HTTPS with `tls` (see [`bind`](ServerBuilder::bind)): each connection
-    /// makes a TLS handshake first, under the handshake timeout, then speaks HTTP/1.1 as a
-    /// cleartext one does, to the same handlers.
+    /// makes a TLS handshake first, under the handshake timeout, then speaks HTTP/2 (ALPN `h2`)
+    /// or HTTP/1.1 as a cleartext one does, to the same handlers.
     ///
     /// # Errors
     ///
@@ -395,7 +419,12 @@ impl ServerBuilder {
             handshake_hook: self.handshake_hook.clone(),
             timeouts: self.timeouts,
             limits: self.limits,
+            http2: self.http2,
         }
+    }
+
+    pub(super) fn speaks_http2(&self) -> bool {
+        self.http2
     }
 
     pub(super) fn signals(&self) -> bool {

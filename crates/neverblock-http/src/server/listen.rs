@@ -19,7 +19,7 @@ use neverblock::net::TcpListener;
 
 use super::registry::{is_out_of_descriptors, SHED_WAIT};
 use super::tls::TlsConfig;
-use super::{http1, ServerLoop};
+use super::{connection, ServerLoop};
 use crate::error::{Error, ErrorKind};
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(5);
@@ -87,7 +87,9 @@ pub(super) fn accept_loop(listener: TcpListener, tls: Option<TlsConfig>, server_
                 }
                 server_loop.registry.counters().accepted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let (server_loop, tls) = (server_loop.clone(), tls.clone());
-                if let Err(e) = neverblock::try_spawn(move || http1::serve(stream, peer, &server_loop, tls.as_ref())) {
+                if let Err(e) =
+                    neverblock::try_spawn(move || connection::serve(stream, peer, &server_loop, tls.as_ref()))
+                {
                     log::error!("connection from {peer} closed unserved: {e}");
                 }
             }

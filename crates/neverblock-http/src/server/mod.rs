@@ -41,11 +41,13 @@
 //! ```
 
 mod config;
+mod connection;
 mod date;
 mod exchange;
 mod file_piece;
 mod handlers;
 mod http1;
+mod http2;
 mod listen;
 mod observers;
 mod panics;
@@ -345,7 +347,12 @@ impl Server {
             (0..loops).map(|_| Vec::new()).collect();
         for listener in listeners {
             for (index, bound) in listener.per_loop.into_iter().enumerate() {
-                per_loop[index].push((bound, listener.tls.clone()));
+                let tls =
+                    listener
+                        .tls
+                        .as_ref()
+                        .map(|tls| if settings.speaks_http2() { tls.clone() } else { tls.without_h2() });
+                per_loop[index].push((bound, tls));
             }
         }
         let ended = Builder::new().threads(loops).run(move || {

@@ -65,6 +65,42 @@ impl Head {
         self.request = true;
     }
 
+    /// A request head given by its parts instead of read (an HTTP/2 stream's method, target and
+    /// fields), laid out as `METHOD TARGET PROTOCOL` and a line a field, so its request line and
+    /// fields read as a received head's do.
+    #[cfg(feature = "server")]
+    pub(crate) fn of_request<'f>(
+        method: &str,
+        target: &str,
+        protocol: &str,
+        fields: impl IntoIterator<Item = (&'f [u8], &'f [u8])>,
+    ) -> Head {
+        let mut head = Head { request: true, ..Head::default() };
+        let push = |bytes: &mut Vec<u8>, part: &[u8]| {
+            let start = bytes.len();
+            bytes.extend_from_slice(part);
+            // A head is bounded by the driver's header list limit, far below 4 GiB.
+            let at = |offset: usize| u32::try_from(offset).expect("a head shorter than 4 GiB");
+            Span { start: at(start), end: at(bytes.len()) }
+        };
+        let method = push(&mut head.bytes, method.as_bytes());
+        head.bytes.push(b' ');
+        let target = push(&mut head.bytes, target.as_bytes());
+        head.bytes.push(b' ');
+        head.bytes.extend_from_slice(protocol.as_bytes());
+        head.bytes.extend_from_slice(b"\r\n");
+        head.line = [method, target];
+        for (name, value) in fields {
+            let name = push(&mut head.bytes, name);
+            head.bytes.extend_from_slice(b": ");
+            let value = push(&mut head.bytes, value);
+            head.bytes.extend_from_slice(b"\r\n");
+            head.fields.push(Field { name, value });
+        }
+        head.bytes.extend_from_slice(b"\r\n");
+        head
+    }
+
     fn fill(&mut self, bytes: &[u8], line: [&[u8]; 2], headers: &[httparse::Header<'_>]) {
         let span = |part: &[u8]| Span::of(bytes, part);
         self.bytes.clear();

@@ -269,7 +269,7 @@ const HOST_BYTES: [bool; 256] = {
 
 /// Where the path and the query lie in `target`, by its form (RFC 9112 §3.2): origin (`/a?b`),
 /// absolute (`http://h/a?b`), or `*` for `OPTIONS`. `CONNECT`'s authority form is not served.
-fn target_parts(method: &str, target: &str) -> Result<(Range<usize>, Option<Range<usize>>), Refusal> {
+pub(crate) fn target_parts(method: &str, target: &str) -> Result<(Range<usize>, Option<Range<usize>>), Refusal> {
     if method == "CONNECT" {
         return Err(Refusal::new(501, "CONNECT is not implemented"));
     }

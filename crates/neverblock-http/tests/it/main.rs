@@ -14,6 +14,8 @@ mod client_rfc;
 mod client_stream;
 #[cfg(feature = "client")]
 mod fixtures;
+#[cfg(feature = "server")]
+mod http2;
 #[cfg(all(feature = "client", feature = "server"))]
 mod https;
 #[cfg(feature = "server")]

@@ -3,6 +3,7 @@
 
 use std::io::{self, IoSlice, Read, Write};
 use std::net::Shutdown;
+use std::rc::Rc;
 use std::task::{Context, Poll};
 
 use crate::net::{TcpStream, UnixStream};
@@ -43,7 +44,7 @@ pub struct AsyncIo<T> {
     inner: T,
 }
 
-/// A socket [`AsyncIo`] can wrap: [`TcpStream`] and [`UnixStream`].
+/// A socket [`AsyncIo`] can wrap: [`TcpStream`] and [`UnixStream`], owned or in an [`Rc`].
 pub trait Socket: sealed::Sealed {}
 
 mod sealed {
@@ -86,6 +87,28 @@ macro_rules! socket {
 }
 
 socket!(TcpStream, UnixStream);
+
+/// A socket shared by its owners (a server's connection registry and its driver, say) is
+/// polled as the socket itself.
+impl<T: Socket> Socket for Rc<T> {}
+
+impl<T: Socket> sealed::Sealed for Rc<T> {
+    fn poll_read(&self, cx: &Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+        (**self).poll_read(cx, buf)
+    }
+
+    fn poll_write(&self, cx: &Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        (**self).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(&self, cx: &Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        (**self).poll_write_vectored(cx, bufs)
+    }
+
+    fn shutdown_write(&self) -> io::Result<()> {
+        (**self).shutdown_write()
+    }
+}
 
 impl<T: Socket> AsyncIo<T> {
     /// Wraps `socket`.

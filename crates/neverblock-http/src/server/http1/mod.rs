@@ -17,14 +17,13 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Instant, SystemTime};
 
-use neverblock::net::TcpStream;
-
+use super::connection::Connection;
 use super::exchange::Exchange;
 use super::panics::{catch, panic_message};
 use super::request::{Request, RequestBody, RequestParts};
 use super::response::Response;
 use super::timed::{MinRate, TimedStream, WaitLimit};
-use super::tls::{self, Handshake, HandshakeEnd, HandshakeOutcome, TlsConfig, TlsInfo};
+use super::tls::{TlsInfo, TlsSession};
 use super::ServerLoop;
 use crate::wire::body::Decoder;
 use crate::wire::head::Head;
@@ -61,31 +60,15 @@ struct Addresses<'c> {
     tls: Option<&'c TlsInfo>,
 }
 
-/// Serves the connection (after its TLS handshake, on an HTTPS listener) until it closes, the
+/// Serves the connection (its TLS handshake made, on an HTTPS listener) until it closes, the
 /// client asks to close it, or the server stops.
-pub(super) fn serve(stream: TcpStream, peer: SocketAddr, server_loop: &Rc<ServerLoop>, tls: Option<&TlsConfig>) {
-    let started = Instant::now();
-    let _ = stream.set_nodelay(true);
-    let local = stream.local_addr().unwrap_or(peer);
-    let stream = Rc::new(stream);
-    let registered = server_loop.registry.enter(stream.clone());
-    let timed = TimedStream::new(stream);
-    let (session, tls_info) = match tls {
-        None => (None, None),
-        Some(config) => {
-            // Idle until the handshake's first byte: a shutdown or shedding may close it.
-            registered.set_idle_since(Some(started));
-            let handshake = tls::handshake(&timed, config, started);
-            registered.set_idle_since(None);
-            match handshake {
-                Ok((session, info)) => {
-                    report_handshake(server_loop, HandshakeOutcome::Completed, Some(&info), peer, started);
-                    (Some(session), Some(info))
-                }
-                Err(end) => return handshake_failed(server_loop, end, peer, started),
-            }
-        }
-    };
+pub(super) fn serve(
+    timed: TimedStream,
+    session: Option<TlsSession>,
+    connection: Connection,
+    server_loop: &Rc<ServerLoop>,
+) {
+    let Connection { peer, local, tls: tls_info, registered } = connection;
     let socket = Socket::new(timed, session);
     let _close_notify = CloseNotify(&socket);
     let mut conn = BufferedConn::new(socket.clone());
@@ -144,37 +127,6 @@ impl Drop for CloseNotify<'_> {
     fn drop(&mut self) {
         if !std::thread::panicking() {
             self.0.close_notify();
-        }
-    }
-}
-
-/// Logs and reports a handshake that gave no session.
-fn handshake_failed(server_loop: &ServerLoop, end: HandshakeEnd, peer: SocketAddr, started: Instant) {
-    let outcome = match &end {
-        HandshakeEnd::PlainHttp => HandshakeOutcome::PlainHttp,
-        HandshakeEnd::TimedOut => HandshakeOutcome::TimedOut,
-        HandshakeEnd::Closed => HandshakeOutcome::Closed,
-        HandshakeEnd::Failed(why) => {
-            log::debug!("{peer}: TLS handshake failed: {why}");
-            HandshakeOutcome::Failed
-        }
-    };
-    log::debug!("{peer}: no TLS session: {outcome:?} after {:?}", started.elapsed());
-    report_handshake(server_loop, outcome, None, peer, started);
-}
-
-/// Calls the server's handshake hook, if it has one.
-fn report_handshake(
-    server_loop: &ServerLoop,
-    outcome: HandshakeOutcome,
-    tls: Option<&TlsInfo>,
-    peer: SocketAddr,
-    started: Instant,
-) {
-    if let Some(hook) = &server_loop.config.handshake_hook {
-        let handshake = Handshake { outcome, tls, peer, duration: started.elapsed() };
-        if let Err(payload) = catch(|| hook(&handshake)) {
-            log::error!("the handshake hook panicked after {peer}: {}", panic_message(&*payload));
         }
     }
 }

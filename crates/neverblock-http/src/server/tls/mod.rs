@@ -54,7 +54,8 @@ const SESSION_CACHE: usize = 10_240;
 /// TLS settings for HTTPS listeners ([`ServerBuilder::bind_tls`](super::ServerBuilder::bind_tls),
 /// [`Server::listen_tls`](super::Server::listen_tls)): certificates and keys from PEM files
 /// (RSA, ECDSA P-256 or P-384, Ed25519), the one a client gets chosen by the name it asks for;
-/// TLS 1.2 and 1.3 with Mozilla's "intermediate" suites and groups; ALPN `http/1.1`; session
+/// TLS 1.2 and 1.3 with Mozilla's "intermediate" suites and groups; ALPN `h2`, then `http/1.1`
+/// (only `http/1.1` for a server built with [`http2(false)`](super::ServerBuilder::http2)); session
 /// resumption; a handshake timeout (10 s by default). Cheap to clone; clones share the
 /// certificates, so [`reload`](TlsConfig::reload) reaches every listener that uses them.
 ///
@@ -139,6 +140,19 @@ impl TlsConfig {
 
     pub(crate) fn handshake_timeout(&self) -> Duration {
         self.inner.handshake_timeout
+    }
+
+    /// The same settings (sharing the certificates) offering only `http/1.1` by ALPN: for a server
+    /// that does not speak HTTP/2.
+    pub(crate) fn without_h2(&self) -> TlsConfig {
+        let mut rustls = ServerConfig::clone(&self.inner.rustls);
+        rustls.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let settings = Settings {
+            certs: self.inner.certs.clone(),
+            rustls: Arc::new(rustls),
+            handshake_timeout: self.inner.handshake_timeout,
+        };
+        TlsConfig { inner: Arc::new(settings) }
     }
 
     pub(crate) fn rustls(&self) -> &Arc<ServerConfig> {
@@ -229,7 +243,7 @@ impl TlsBuilder {
             .map_err(tls_error)?
             .with_no_client_auth()
             .with_cert_resolver(certs.clone());
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         config.session_storage = ServerSessionMemoryCache::new(SESSION_CACHE);
         config.ticketer = rustls::crypto::ring::Ticketer::new().map_err(tls_error)?;
         let settings = Settings { certs, rustls: Arc::new(config), handshake_timeout: self.handshake_timeout };
