@@ -195,3 +195,21 @@ fn serve_has_no_metrics_unless_asked_and_serves_them_at_the_path_given() {
     assert!(page.contains("\nneverblock_connections_accepted_total 4\n"), "{page}");
     assert!(page.contains("\nneverblock_fibers{loop=\"0\"} "), "{page}");
 }
+
+#[test]
+fn serve_speaks_http2_by_prior_knowledge_unless_told_no_http2() {
+    let dir = site("serve-http2");
+    let mut server = Serving::start(&[dir_arg(&dir), "--access-log", "%H %>s %U"], &[]);
+    let url = format!("http://{}/hello.txt", server.addr);
+    let curl = std::process::Command::new("curl")
+        .args(["-sS", "--max-time", "10", "--http2-prior-knowledge", &url])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&curl.stdout), "hello, file\n");
+    wait_until("the log line", || server.stdout().contains("HTTP/2.0 200 /hello.txt\n"));
+    server.stop();
+
+    let http1_only = Serving::start(&[dir_arg(&dir), "--no-http2"], &[]);
+    let answer = http1_only.send("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+    assert!(answer.starts_with("HTTP/1.1 505 "), "{answer}");
+}

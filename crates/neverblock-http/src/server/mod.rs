@@ -1,5 +1,6 @@
-//! An HTTP/1.1 server in blocking style: a fiber per connection over a loop per core, a handler
-//! that reads and writes like plain blocking code, and static files sent by the kernel.
+//! An HTTP/1.1 and HTTP/2 server in blocking style: a fiber per connection (and per HTTP/2
+//! stream) over a loop per core, a handler that reads and writes like plain blocking code, and
+//! static files sent by the kernel.
 //!
 //! A [`Server`] listens with one `SO_REUSEPORT` listener per loop (the kernel spreads connections
 //! across them); each accepted connection gets a fiber that reads requests in turn (keep-alive,
