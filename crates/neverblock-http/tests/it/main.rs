@@ -15,7 +15,11 @@ mod client_stream;
 #[cfg(feature = "client")]
 mod fixtures;
 #[cfg(feature = "server")]
+mod h2_frames;
+#[cfg(feature = "server")]
 mod http2;
+#[cfg(feature = "server")]
+mod http2_defences;
 #[cfg(all(feature = "client", feature = "server"))]
 mod https;
 #[cfg(feature = "server")]

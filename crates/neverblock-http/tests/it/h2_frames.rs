@@ -1,0 +1,140 @@
+//! A raw HTTP/2 client on std sockets for the defence tests: frames written by hand (the 9-byte
+//! header, HPACK literals without Huffman), so a test can send what no well-behaved client would.
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+pub(crate) const HEADERS: u8 = 0x1;
+pub(crate) const RST_STREAM: u8 = 0x3;
+pub(crate) const SETTINGS: u8 = 0x4;
+pub(crate) const GOAWAY: u8 = 0x7;
+
+pub(crate) const END_STREAM: u8 = 0x1;
+pub(crate) const END_HEADERS: u8 = 0x4;
+pub(crate) const ACK: u8 = 0x1;
+
+pub(crate) const CANCEL: u32 = 0x8;
+pub(crate) const ENHANCE_YOUR_CALM: u32 = 0xb;
+
+/// A frame: its 9-byte header and `payload`.
+pub(crate) fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = u32::try_from(payload.len()).unwrap();
+    assert!(len < 1 << 24, "a frame's length has 24 bits");
+    let mut out = len.to_be_bytes()[1..].to_vec();
+    out.extend_from_slice(&[kind, flags]);
+    out.extend_from_slice(&stream.to_be_bytes());
+    out.extend_from_slice(payload);
+    out
+}
+
+/// An HPACK integer with an `n`-bit prefix, its first byte's other bits `flags` (RFC 7541 §5.1).
+pub(crate) fn hpack_int(flags: u8, n: u32, value: usize) -> Vec<u8> {
+    let max = (1usize << n) - 1;
+    if value < max {
+        return vec![flags | value as u8];
+    }
+    let (mut out, mut rest) = (vec![flags | max as u8], value - max);
+    while rest >= 128 {
+        out.push((rest % 128) as u8 | 0x80);
+        rest /= 128;
+    }
+    out.push(rest as u8);
+    out
+}
+
+/// The header block of `GET path` (`:method GET` and `:scheme http` from the static table).
+pub(crate) fn get(path: &str) -> Vec<u8> {
+    let mut out = vec![0x82, 0x86];
+    for (index, value) in [(4, path), (1, "localhost")] {
+        out.push(index);
+        out.extend(hpack_int(0, 7, value.len()));
+        out.extend_from_slice(value.as_bytes());
+    }
+    out
+}
+
+/// A whole request without a body: HEADERS ending the stream and the block.
+pub(crate) fn request(stream: u32, path: &str) -> Vec<u8> {
+    frame(HEADERS, END_STREAM | END_HEADERS, stream, &get(path))
+}
+
+pub(crate) fn rst_stream(stream: u32, code: u32) -> Vec<u8> {
+    frame(RST_STREAM, 0, stream, &code.to_be_bytes())
+}
+
+/// A frame as read: type, flags and payload.
+#[derive(Debug)]
+pub(crate) struct Frame {
+    pub(crate) kind: u8,
+    pub(crate) flags: u8,
+    pub(crate) payload: Vec<u8>,
+}
+
+/// How a connection ended, as the client saw it.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Ending {
+    /// A GOAWAY with this error code.
+    GoAway(u32),
+    /// Closed (or reset) without a GOAWAY.
+    Closed,
+}
+
+/// A connection after the preface, the client's SETTINGS sent and the server's acknowledged.
+pub(crate) struct RawH2 {
+    pub(crate) stream: TcpStream,
+}
+
+impl RawH2 {
+    /// Connects, sends the preface and `settings`, and acknowledges the server's SETTINGS (h2
+    /// applies its own limits only once they are acknowledged). Each read waits at most `patience`.
+    pub(crate) fn connect(addr: SocketAddr, settings: &[(u16, u32)], patience: Duration) -> RawH2 {
+        let stream = TcpStream::connect(addr).expect("connect to the server");
+        stream.set_read_timeout(Some(patience)).unwrap();
+        let mut raw = RawH2 { stream };
+        let mut payload = Vec::new();
+        for (id, value) in settings {
+            payload.extend_from_slice(&id.to_be_bytes());
+            payload.extend_from_slice(&value.to_be_bytes());
+        }
+        let mut hello = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+        hello.extend(frame(SETTINGS, 0, 0, &payload));
+        raw.stream.write_all(&hello).unwrap();
+        loop {
+            let frame = raw.read_frame().expect("the server's SETTINGS");
+            if frame.kind == SETTINGS && frame.flags & ACK == 0 {
+                break;
+            }
+        }
+        raw.stream.write_all(&frame(SETTINGS, ACK, 0, &[])).unwrap();
+        raw
+    }
+
+    pub(crate) fn read_frame(&mut self) -> io::Result<Frame> {
+        let mut head = [0u8; 9];
+        self.stream.read_exact(&mut head)?;
+        let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+        let mut payload = vec![0; len];
+        self.stream.read_exact(&mut payload)?;
+        Ok(Frame { kind: head[3], flags: head[4], payload })
+    }
+
+    /// Reads until the server ends the connection, returning how and the frames before it.
+    /// Panics if a read waits longer than the connection's patience.
+    pub(crate) fn ending(&mut self) -> (Ending, Vec<Frame>) {
+        let mut frames = Vec::new();
+        loop {
+            match self.read_frame() {
+                Ok(frame) if frame.kind == GOAWAY => {
+                    let code = u32::from_be_bytes(frame.payload[4..8].try_into().unwrap());
+                    return (Ending::GoAway(code), frames);
+                }
+                Ok(frame) => frames.push(frame),
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                    panic!("the connection still open after its patience; {} frames read", frames.len())
+                }
+                Err(_) => return (Ending::Closed, frames),
+            }
+        }
+    }
+}
