@@ -8,6 +8,7 @@ use std::time::Duration;
 pub(crate) const HEADERS: u8 = 0x1;
 pub(crate) const RST_STREAM: u8 = 0x3;
 pub(crate) const SETTINGS: u8 = 0x4;
+pub(crate) const PING: u8 = 0x6;
 pub(crate) const GOAWAY: u8 = 0x7;
 
 pub(crate) const END_STREAM: u8 = 0x1;
@@ -63,6 +64,11 @@ pub(crate) fn rst_stream(stream: u32, code: u32) -> Vec<u8> {
     frame(RST_STREAM, 0, stream, &code.to_be_bytes())
 }
 
+/// A PING frame (`ACK` among `flags` for an answer).
+pub(crate) fn ping(flags: u8, payload: [u8; 8]) -> Vec<u8> {
+    frame(PING, flags, 0, &payload)
+}
+
 /// A frame as read: type, flags and payload.
 #[derive(Debug)]
 pub(crate) struct Frame {
@@ -74,8 +80,9 @@ pub(crate) struct Frame {
 /// How a connection ended, as the client saw it.
 #[derive(Debug, PartialEq)]
 pub(crate) enum Ending {
-    /// A GOAWAY with this error code.
-    GoAway(u32),
+    /// A GOAWAY with this error code and debug data (h2's own limits name themselves there;
+    /// the server's GOAWAYs carry none).
+    GoAway { code: u32, debug: String },
     /// Closed (or reset) without a GOAWAY.
     Closed,
 }
@@ -90,6 +97,9 @@ impl RawH2 {
     /// applies its own limits only once they are acknowledged). Each read waits at most `patience`.
     pub(crate) fn connect(addr: SocketAddr, settings: &[(u16, u32)], patience: Duration) -> RawH2 {
         let stream = TcpStream::connect(addr).expect("connect to the server");
+        // Each write goes at once: with Nagle's algorithm a write waits for the last one's ACK,
+        // which the server's delayed ACK holds ~40 ms, and the frames of that time arrive as one.
+        stream.set_nodelay(true).unwrap();
         stream.set_read_timeout(Some(patience)).unwrap();
         let mut raw = RawH2 { stream };
         let mut payload = Vec::new();
@@ -119,16 +129,36 @@ impl RawH2 {
         Ok(Frame { kind: head[3], flags: head[4], payload })
     }
 
+    /// Writes `frames` and a PING, then reads until the PING's answer: the server has read the
+    /// frames by then. How the connection ended if it did first (a write failing, or the end
+    /// read before the answer).
+    pub(crate) fn sync(&mut self, frames: &[u8]) -> Result<(), Ending> {
+        const MARK: [u8; 8] = *b"in-step!";
+        let mut out = frames.to_vec();
+        out.extend(ping(0, MARK));
+        if self.stream.write_all(&out).is_err() {
+            return Err(self.ending().0);
+        }
+        loop {
+            match self.read_frame() {
+                Ok(frame) if frame.kind == PING && frame.flags & ACK != 0 && frame.payload == MARK => return Ok(()),
+                Ok(frame) if frame.kind == GOAWAY => return Err(go_away(&frame)),
+                Ok(_) => {}
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                    panic!("no answer to a PING within the connection's patience")
+                }
+                Err(_) => return Err(Ending::Closed),
+            }
+        }
+    }
+
     /// Reads until the server ends the connection, returning how and the frames before it.
     /// Panics if a read waits longer than the connection's patience.
     pub(crate) fn ending(&mut self) -> (Ending, Vec<Frame>) {
         let mut frames = Vec::new();
         loop {
             match self.read_frame() {
-                Ok(frame) if frame.kind == GOAWAY => {
-                    let code = u32::from_be_bytes(frame.payload[4..8].try_into().unwrap());
-                    return (Ending::GoAway(code), frames);
-                }
+                Ok(frame) if frame.kind == GOAWAY => return (go_away(&frame), frames),
                 Ok(frame) => frames.push(frame),
                 Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
                     panic!("the connection still open after its patience; {} frames read", frames.len())
@@ -137,4 +167,10 @@ impl RawH2 {
             }
         }
     }
+}
+
+/// The ending a GOAWAY frame says.
+fn go_away(frame: &Frame) -> Ending {
+    let code = u32::from_be_bytes(frame.payload[4..8].try_into().unwrap());
+    Ending::GoAway { code, debug: String::from_utf8_lossy(&frame.payload[8..]).into_owned() }
 }
