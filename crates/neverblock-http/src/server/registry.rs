@@ -14,6 +14,7 @@ use std::net::Shutdown;
 use std::rc::{Rc, Weak};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
+use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use neverblock::net::TcpStream;
@@ -110,6 +111,9 @@ struct Entry {
     stream: Rc<TcpStream>,
     /// Since when the connection has waited for a request head; `None` while it works on one.
     idle_since: Option<Instant>,
+    /// Woken, instead of the connection closed, when the shutdown starts: an HTTP/2 connection
+    /// says `GOAWAY` first, idle or not.
+    on_stop: Option<Waker>,
 }
 
 /// A connection's entry in the registry, for as long as it is held; dropping it ends the entry.
@@ -142,7 +146,7 @@ impl Registry {
 
     /// Registers a new connection, busy.
     pub(super) fn enter(self: &Rc<Self>, stream: Rc<TcpStream>) -> Registered {
-        let key = self.entries.borrow_mut().insert(Entry { stream, idle_since: None });
+        let key = self.entries.borrow_mut().insert(Entry { stream, idle_since: None, on_stop: None });
         self.counters.open.fetch_add(1, Relaxed);
         Registered { registry: self.clone(), key }
     }
@@ -156,13 +160,15 @@ impl Registry {
         self.stopping.get()
     }
 
-    /// Starts the shutdown: busy connections close after their response, idle ones now; returns
-    /// how many were idle.
+    /// Starts the shutdown: busy connections close after their response, idle ones now, and those
+    /// that asked to be told are woken; returns how many were closed idle.
     pub(super) fn stop(&self) -> usize {
         self.stopping.set(true);
         let mut closed = 0;
         for (_, entry) in self.entries.borrow_mut().iter_mut() {
-            if entry.idle_since.take().is_some() {
+            if let Some(waker) = entry.on_stop.take() {
+                waker.wake();
+            } else if entry.idle_since.take().is_some() {
                 let _ = entry.stream.shutdown(Shutdown::Both);
                 closed += 1;
             }
@@ -225,6 +231,16 @@ impl Registered {
     pub(super) fn set_idle_since(&self, since: Option<Instant>) {
         if let Some(entry) = self.registry.entries.borrow_mut().get_mut(self.key) {
             entry.idle_since = since;
+        }
+    }
+
+    /// Has `waker` woken when the shutdown starts, and the connection left open for its driver
+    /// to end (until the shutdown's deadline closes every connection); the last waker given wins.
+    pub(super) fn wake_on_stop(&self, waker: &Waker) {
+        if let Some(entry) = self.registry.entries.borrow_mut().get_mut(self.key) {
+            if !entry.on_stop.as_ref().is_some_and(|old| old.will_wake(waker)) {
+                entry.on_stop = Some(waker.clone());
+            }
         }
     }
 }

@@ -5,16 +5,22 @@ use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
+pub(crate) const DATA: u8 = 0x0;
 pub(crate) const HEADERS: u8 = 0x1;
 pub(crate) const RST_STREAM: u8 = 0x3;
 pub(crate) const SETTINGS: u8 = 0x4;
 pub(crate) const PING: u8 = 0x6;
 pub(crate) const GOAWAY: u8 = 0x7;
+pub(crate) const CONTINUATION: u8 = 0x9;
+
+pub(crate) const SETTINGS_INITIAL_WINDOW_SIZE: u16 = 0x4;
 
 pub(crate) const END_STREAM: u8 = 0x1;
 pub(crate) const END_HEADERS: u8 = 0x4;
 pub(crate) const ACK: u8 = 0x1;
 
+pub(crate) const NO_ERROR: u32 = 0x0;
+pub(crate) const INTERNAL_ERROR: u32 = 0x2;
 pub(crate) const CANCEL: u32 = 0x8;
 pub(crate) const ENHANCE_YOUR_CALM: u32 = 0xb;
 
@@ -69,12 +75,27 @@ pub(crate) fn ping(flags: u8, payload: [u8; 8]) -> Vec<u8> {
     frame(PING, flags, 0, &payload)
 }
 
-/// A frame as read: type, flags and payload.
+/// A frame as read: type, flags, stream and payload.
 #[derive(Debug)]
 pub(crate) struct Frame {
     pub(crate) kind: u8,
     pub(crate) flags: u8,
+    pub(crate) stream: u32,
     pub(crate) payload: Vec<u8>,
+}
+
+impl Frame {
+    /// A GOAWAY's last stream id.
+    pub(crate) fn last_stream(&self) -> u32 {
+        assert_eq!(self.kind, GOAWAY);
+        u32::from_be_bytes(self.payload[..4].try_into().unwrap()) & 0x7fff_ffff
+    }
+
+    /// A RST_STREAM's or GOAWAY's error code.
+    pub(crate) fn code(&self) -> u32 {
+        let at = if self.kind == GOAWAY { 4 } else { 0 };
+        u32::from_be_bytes(self.payload[at..at + 4].try_into().unwrap())
+    }
 }
 
 /// How a connection ended, as the client saw it.
@@ -126,7 +147,8 @@ impl RawH2 {
         let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
         let mut payload = vec![0; len];
         self.stream.read_exact(&mut payload)?;
-        Ok(Frame { kind: head[3], flags: head[4], payload })
+        let stream = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
+        Ok(Frame { kind: head[3], flags: head[4], stream, payload })
     }
 
     /// Writes `frames` and a PING, then reads until the PING's answer: the server has read the
@@ -152,6 +174,21 @@ impl RawH2 {
         }
     }
 
+    /// Reads every frame until the server closes the connection (a reset counts as its close).
+    /// Panics if a read waits longer than the connection's patience.
+    pub(crate) fn until_closed(&mut self) -> Vec<Frame> {
+        let mut frames = Vec::new();
+        loop {
+            match self.read_frame() {
+                Ok(frame) => frames.push(frame),
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                    panic!("the connection still open after its patience; read {frames:?}")
+                }
+                Err(_) => return frames,
+            }
+        }
+    }
+
     /// Reads until the server ends the connection, returning how and the frames before it.
     /// Panics if a read waits longer than the connection's patience.
     pub(crate) fn ending(&mut self) -> (Ending, Vec<Frame>) {
@@ -171,6 +208,5 @@ impl RawH2 {
 
 /// The ending a GOAWAY frame says.
 fn go_away(frame: &Frame) -> Ending {
-    let code = u32::from_be_bytes(frame.payload[4..8].try_into().unwrap());
-    Ending::GoAway { code, debug: String::from_utf8_lossy(&frame.payload[8..]).into_owned() }
+    Ending::GoAway { code: frame.code(), debug: String::from_utf8_lossy(&frame.payload[8..]).into_owned() }
 }

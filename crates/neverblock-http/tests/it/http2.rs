@@ -1,10 +1,12 @@
 //! HTTP/2 end to end: curl by prior knowledge in cleartext and by ALPN over TLS, files and a
 //! closure's answer byte for byte; h2's client in fibers (many streams on one connection, a body
-//! echoed, a panicking handler's stream); HTTP/1.1 only with `http2(false)`; what the hook is told.
+//! echoed, a panicking handler's stream); HTTP/1.1 only with `http2(false)`; what the hook is told;
+//! a graceful shutdown as a raw client sees it.
 
 use std::io::{Read, Write};
 use std::process::Command;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -14,6 +16,7 @@ use neverblock::bridge::AsyncIo;
 use neverblock::net::TcpStream;
 use neverblock_http::server::{Exchange, Handler, Request, Response, ServerBuilder, StaticFiles, TlsConfig};
 
+use crate::h2_frames::*;
 use crate::serving::{Running, TempDir, PATIENCE};
 
 /// A 1 MiB body that no short period repeats.
@@ -222,4 +225,55 @@ fn without_http2_tls_offers_only_http1_and_a_preface_is_refused_as_http1() {
     let _ = stream.read_to_end(&mut answer);
     let answer = String::from_utf8_lossy(&answer);
     assert!(answer.starts_with("HTTP/1.1 505 HTTP Version Not Supported\r\n"), "{answer}");
+}
+
+#[test]
+fn a_graceful_shutdown_says_goaway_lets_the_stream_in_flight_finish_and_refuses_new_ones() {
+    let (started, release) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    let (on_start, released) = (started.clone(), release.clone());
+    let server = Running::with(ServerBuilder::default().workers(1), move |request: &mut Request<'_>| {
+        if request.path() == "/slow" {
+            on_start.store(true, Ordering::SeqCst);
+            while !released.load(Ordering::SeqCst) {
+                neverblock::sleep(Duration::from_millis(5));
+            }
+        }
+        Response::new(200).body("done\n")
+    });
+    let mut raw = RawH2::connect(server.addr, &[], PATIENCE);
+    raw.stream.write_all(&request(1, "/slow")).unwrap();
+    // Bounded: the handler starts at once, or the test fails after its patience.
+    let waiting = std::time::Instant::now();
+    while !started.load(Ordering::SeqCst) {
+        assert!(waiting.elapsed() < PATIENCE, "the handler never started");
+        std::thread::yield_now();
+    }
+    server.handle.shutdown();
+    // h2's two GOAWAYs: the first (every stream id) and a PING, the second once the PING is
+    // answered (the last stream the server took: 1).
+    let first = next_of(&mut raw, GOAWAY);
+    assert_eq!((first.code(), first.last_stream()), (NO_ERROR, 0x7fff_ffff));
+    let probe = next_of(&mut raw, PING);
+    raw.stream.write_all(&ping(ACK, probe.payload.try_into().unwrap())).unwrap();
+    let last = next_of(&mut raw, GOAWAY);
+    assert_eq!((last.code(), last.last_stream()), (NO_ERROR, 1));
+    // A stream opened now is beyond the last one: never answered.
+    raw.stream.write_all(&request(3, "/fast")).unwrap();
+    release.store(true, Ordering::SeqCst);
+    let frames = raw.until_closed();
+    let answered: Vec<_> = frames.iter().filter(|f| matches!(f.kind, HEADERS | DATA)).map(|f| f.stream).collect();
+    assert_eq!(answered, [1, 1], "{frames:?}");
+    let body = frames.iter().find(|f| f.kind == DATA).unwrap();
+    assert_eq!((body.payload.as_slice(), body.flags & END_STREAM), (&b"done\n"[..], END_STREAM));
+    server.join().unwrap();
+}
+
+/// The next frame of `kind` the connection reads, those before it skipped.
+fn next_of(raw: &mut RawH2, kind: u8) -> Frame {
+    loop {
+        let frame = raw.read_frame().unwrap_or_else(|e| panic!("no frame of type {kind}: {e}"));
+        if frame.kind == kind {
+            return frame;
+        }
+    }
 }

@@ -6,9 +6,16 @@
 //! through h2's shared state, which wakes the connection's `block_on` to write the frames; the
 //! connection's reads of WINDOW_UPDATE frames wake a stream waiting for capacity. Windows are
 //! 1 MiB for the connection and for each stream (hyper's; the 64 KiB default caps a download at
-//! window/RTT), at most 128 streams at once, header lists bounded as HTTP/1's heads are. A
-//! connection without streams for the keep-alive timeout, or on a stopping server, is ended with
-//! `GOAWAY`, letting streams in flight finish.
+//! window/RTT), at most 128 streams at once, header lists bounded as HTTP/1's heads are (h2 then
+//! answers a longer one 431, and ends the connection with `ENHANCE_YOUR_CALM` for a CONTINUATION
+//! flood or a list far longer: an HPACK bomb).
+//!
+//! A connection without streams for the keep-alive timeout is sent `GOAWAY`, and closed if the
+//! client keeps it as long again; a stopping server's registry wakes the connection's fiber,
+//! which sends `GOAWAY` at once, letting streams in flight finish. Writes that wait for the
+//! client longer than the send timeout (it reads nothing: a SETTINGS or PING flood whose ACKs it
+//! never reads, a download it stalls) close the connection, and the last frames owed wait no
+//! longer than that either.
 //!
 //! As in Go's x/net/http2 (`scheduleHandler`), at most [`MAX_STREAMS`] handlers run at once on a
 //! connection: a client that resets its streams frees their slots in h2 while their handlers run
@@ -19,14 +26,16 @@
 
 mod body;
 mod send;
+mod stall;
 mod stream;
 mod tls;
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::poll_fn;
+use std::net::Shutdown;
 use std::rc::Rc;
-use std::task::{Context, Waker};
+use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -35,12 +44,15 @@ use h2::{Reason, RecvStream};
 
 use neverblock::bridge::AsyncIo;
 use neverblock::net::TcpStream;
+use neverblock::runtime::TaskBuilder;
 use neverblock::sync::Notify;
+use neverblock::JoinHandle;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::connection::Connection;
 use super::tls::TlsSession;
 use super::ServerLoop;
+use stall::Watched;
 use tls::TlsIo;
 
 /// The receive window of the connection and of each stream.
@@ -59,18 +71,33 @@ const MAX_PENDING_ACCEPT_RESETS: usize = 20;
 /// with `ENHANCE_YOUR_CALM` (h2's default).
 const MAX_LOCAL_ERROR_RESETS: usize = 1024;
 
+/// The stack of a connection's HTTP/2 driver. h2's polls over rustls reach ~115 KiB in a debug
+/// build (h2's handshake alone takes 48 KiB of it), which with the connection's own frames under
+/// them is past the runtime's default 128 KiB; a release build needs far less.
+const DRIVER_STACK: usize = 256 * 1024;
+
 /// Serves the connection (its TLS handshake made, on an HTTPS listener) until the client or the
-/// server ends it and its streams are answered.
+/// server ends it and its streams are answered, on a fiber of [`DRIVER_STACK`] that this one
+/// waits for.
 pub(super) fn serve(
     stream: Rc<TcpStream>,
     session: Option<TlsSession>,
     connection: Connection,
     server_loop: &Rc<ServerLoop>,
 ) {
-    let socket = AsyncIo::new(stream);
-    match session {
-        None => drive(socket, connection, server_loop),
-        Some(session) => drive(TlsIo::new(socket, session), connection, server_loop),
+    let peer = connection.peer;
+    let server_loop = server_loop.clone();
+    let driver = TaskBuilder::new().stack_size(DRIVER_STACK).try_spawn(move || {
+        let socket = AsyncIo::new(stream.clone());
+        match session {
+            None => drive(socket, &stream, connection, &server_loop),
+            Some(session) => drive(TlsIo::new(socket, session), &stream, connection, &server_loop),
+        }
+    });
+    match driver.map(JoinHandle::join) {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => log::error!("{peer}: the HTTP/2 connection's fiber failed: {e}"),
+        Err(e) => log::error!("{peer}: an HTTP/2 connection closed unserved: {e}"),
     }
 }
 
@@ -149,10 +176,30 @@ fn schedule(
     true
 }
 
-/// Runs the connection over `io`.
-fn drive<T: AsyncRead + AsyncWrite + Unpin>(io: T, connection: Connection, server_loop: &Rc<ServerLoop>) {
+/// What the connection's fiber wakes up to.
+#[expect(clippy::large_enum_variant, reason = "one at a time, moved straight on: boxing would allocate per stream")]
+enum Event {
+    /// A stream opened by the client.
+    Stream(Accepted),
+    /// The server began to shut down.
+    Stopping,
+    /// The connection ended: cleanly (`None`) or not.
+    Closed(Option<h2::Error>),
+    /// Its wait is over: time to look at the clock.
+    Tick,
+}
+
+/// Runs the connection over `io`, the TLS session's or the socket's own.
+fn drive<T: AsyncRead + AsyncWrite + Unpin>(
+    io: T,
+    socket: &TcpStream,
+    connection: Connection,
+    server_loop: &Rc<ServerLoop>,
+) {
     let config = &server_loop.config;
+    let (keep_alive, send_timeout) = (config.timeouts.keep_alive, config.timeouts.send);
     let peer = connection.peer;
+    let (io, stall) = Watched::new(io);
     let mut builder = h2::server::Builder::new();
     builder
         .initial_window_size(WINDOW)
@@ -168,49 +215,86 @@ fn drive<T: AsyncRead + AsyncWrite + Unpin>(io: T, connection: Connection, serve
         Ok(Err(_)) | Err(_) => return log::debug!("{peer}: no HTTP/2 preface within {:?}", config.timeouts.header),
     };
     let connection = Rc::new(connection);
+    let registered = &connection.registered;
     let streams = Rc::new(Streams::default());
-    let mut going_away = false;
-    loop {
-        let idle = streams.active.get() == 0;
-        if idle {
-            connection.registered.set_idle_since(Some(Instant::now()));
-        }
-        if !going_away && server_loop.registry.is_stopping() {
-            going_away = true;
-            h2.graceful_shutdown();
-        }
-        let next = neverblock::timeout(config.timeouts.keep_alive, || neverblock::block_on(h2.accept()));
-        connection.registered.set_idle_since(None);
-        let accepted = match next {
-            Ok(Ok(Some(Ok(stream)))) => stream,
-            Ok(Ok(Some(Err(e)))) => {
-                log::debug!("{peer}: HTTP/2 connection failed: {e}");
-                break;
-            }
-            Ok(Ok(None)) => break,
-            Ok(Err(_)) | Err(_) => {
-                if idle && streams.active.get() == 0 && !going_away {
-                    going_away = true;
-                    h2.graceful_shutdown();
+    // Since when the connection has had no stream, and since its GOAWAY.
+    let (mut idle_since, mut going_away) = (None::<Instant>, None::<Instant>);
+    let stalled = loop {
+        let now = Instant::now();
+        idle_since = (streams.active.get() == 0).then(|| idle_since.unwrap_or(now));
+        registered.set_idle_since(idle_since);
+        // Quiet since the later of the two: the client has the keep-alive timeout to open a
+        // stream, then as long again to close the connection after its GOAWAY.
+        let quiet = idle_since.map(|idle| going_away.map_or(idle, |gone| gone.max(idle)));
+        let wait =
+            quiet.map_or(send_timeout, |quiet| send_timeout.min((quiet + keep_alive).saturating_duration_since(now)));
+        let stop_told = going_away.is_some();
+        let event = neverblock::timeout(wait, || {
+            neverblock::block_on(poll_fn(|cx| {
+                if !stop_told && server_loop.registry.is_stopping() {
+                    return Poll::Ready(Event::Stopping);
                 }
-                continue;
+                registered.wake_on_stop(cx.waker());
+                h2.poll_accept(cx).map(|next| match next {
+                    Some(Ok(accepted)) => Event::Stream(accepted),
+                    Some(Err(e)) => Event::Closed(Some(e)),
+                    None => Event::Closed(None),
+                })
+            }))
+        });
+        registered.set_idle_since(None);
+        match event.unwrap_or(Ok(Event::Tick)).unwrap_or(Event::Tick) {
+            Event::Stream(accepted) => {
+                if !schedule(accepted, &streams, &connection, server_loop) {
+                    log::info!(
+                        "{peer}: more than {MAX_WAITING} HTTP/2 streams waiting for a handler (rapid reset?); \
+                         ending the connection"
+                    );
+                    h2.abrupt_shutdown(Reason::ENHANCE_YOUR_CALM);
+                    break false;
+                }
             }
-        };
-        if !schedule(accepted, &streams, &connection, server_loop) {
-            log::info!(
-                "{peer}: more than {} HTTP/2 streams waiting for a handler (rapid reset?); ending the connection",
-                MAX_WAITING
-            );
-            h2.abrupt_shutdown(Reason::ENHANCE_YOUR_CALM);
-            break;
+            Event::Stopping => {
+                going_away = Some(now);
+                h2.graceful_shutdown();
+            }
+            Event::Closed(None) => break false,
+            Event::Closed(Some(e)) => {
+                log::debug!("{peer}: HTTP/2 connection failed: {e}");
+                break false;
+            }
+            Event::Tick => {
+                if let Some(waited) = stall.waited().filter(|waited| *waited >= send_timeout) {
+                    log::info!("{peer}: the client has read nothing for {waited:?} (a flood?); closing the connection");
+                    break true;
+                }
+                match quiet {
+                    Some(quiet) if quiet.elapsed() >= keep_alive && going_away.is_none() => {
+                        going_away = Some(Instant::now());
+                        h2.graceful_shutdown();
+                    }
+                    Some(quiet) if quiet.elapsed() >= keep_alive => {
+                        log::debug!("{peer}: the client kept the connection {keep_alive:?} after its GOAWAY");
+                        break false;
+                    }
+                    _ => {}
+                }
+            }
         }
-    }
+    };
     // Streams still waiting are reset as they are dropped.
     streams.waiting.borrow_mut().clear();
-    // Frames still owed go out, and streams in flight finish, before the connection ends.
-    if let Err(e) = neverblock::block_on(poll_fn(|cx| h2.poll_closed(cx))).unwrap_or(Ok(())) {
-        log::debug!("{peer}: HTTP/2 connection ended: {e}");
+    if stalled {
+        let _ = socket.shutdown(Shutdown::Both);
+    } else {
+        // Frames still owed go out, and streams in flight finish, for as long as a write may wait.
+        let closed = neverblock::timeout(send_timeout, || neverblock::block_on(poll_fn(|cx| h2.poll_closed(cx))));
+        if let Ok(Ok(Err(e))) = closed {
+            log::debug!("{peer}: HTTP/2 connection ended: {e}");
+        }
     }
+    // The streams' handles fail from here on, so their fibers end soon.
+    drop(h2);
     while streams.active.get() > 0 {
         if streams.none.notified().is_err() {
             break;

@@ -70,9 +70,11 @@ pub(super) fn send(
     if end {
         return Sent { body_bytes: 0, complete: true };
     }
-    let mut out = Out { stream: &mut stream, sent: 0, timeout };
-    let result = first.map_or(Ok(()), |piece| out.piece(piece, false)).and_then(|()| out.body(body));
-    match result.and_then(|()| out.piece(Bytes::new(), true)) {
+    let len = body.len();
+    let mut out = Out { stream: &mut stream, sent: 0, len, ended: false, timeout };
+    let result = first.map_or(Ok(()), |piece| out.piece(piece)).and_then(|()| out.body(body));
+    // A body whose last piece could not say so (a reader without a length) ends with an empty frame.
+    match result.and_then(|()| if out.ended { Ok(()) } else { out.send(Bytes::new(), true) }) {
         Ok(()) => Sent { body_bytes: out.sent, complete: true },
         Err(e) => {
             let sent = out.sent;
@@ -148,16 +150,20 @@ fn read_guarded(reader: &mut dyn Read) -> io::Result<Bytes> {
 struct Out<'s> {
     stream: &'s mut SendStream<Bytes>,
     sent: u64,
+    /// The body's length, when known: the piece that reaches it ends the stream.
+    len: Option<u64>,
+    /// Whether a frame ended the stream.
+    ended: bool,
     timeout: Duration,
 }
 
 impl Out<'_> {
-    /// Sends the rest of `body`, without ending the stream.
+    /// Sends the rest of `body`; its last piece ends the stream when its length is known.
     fn body(&mut self, body: Body) -> io::Result<()> {
         match body {
             Body::Empty => Ok(()),
-            Body::Bytes(Cow::Borrowed(bytes)) => self.piece(Bytes::from_static(bytes), false),
-            Body::Bytes(Cow::Owned(bytes)) => self.piece(Bytes::from(bytes), false),
+            Body::Bytes(Cow::Borrowed(bytes)) => self.piece(Bytes::from_static(bytes)),
+            Body::Bytes(Cow::Owned(bytes)) => self.piece(Bytes::from(bytes)),
             Body::Reader { mut reader, len } => loop {
                 if len.is_some_and(|len| self.sent >= len) {
                     return Ok(());
@@ -169,7 +175,7 @@ impl Out<'_> {
                         None => Ok(()),
                     };
                 }
-                self.piece(piece, false)?;
+                self.piece(piece)?;
             },
             Body::File { file, offset, len } => {
                 let start = self.sent;
@@ -180,16 +186,23 @@ impl Out<'_> {
                     if piece.is_empty() {
                         return Err(short("the file", len));
                     }
-                    self.piece(Bytes::from(piece), false)?;
+                    self.piece(Bytes::from(piece))?;
                 }
                 Ok(())
             }
         }
     }
 
+    /// Sends the body's next piece, the stream ended with it if it completes the body's length.
+    fn piece(&mut self, data: Bytes) -> io::Result<()> {
+        let end = self.len.is_some_and(|len| self.sent + data.len() as u64 >= len);
+        self.send(data, end)
+    }
+
     /// Sends `data` as the client's windows let it, in as many frames as that takes; `end` ends
     /// the stream with its last frame.
-    fn piece(&mut self, mut data: Bytes, end: bool) -> io::Result<()> {
+    fn send(&mut self, mut data: Bytes, end: bool) -> io::Result<()> {
+        self.ended = end;
         if data.is_empty() {
             return self.stream.send_data(data, end).map_err(io::Error::other);
         }
