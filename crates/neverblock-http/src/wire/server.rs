@@ -44,6 +44,11 @@ pub(crate) enum HeadError {
     Io { error: io::Error, partial: bool },
     /// The head is not one the server takes.
     Refused(Refusal),
+    /// The request line does not end in `HTTP/…`: the client speaks another protocol (HTTP/2
+    /// without its preface, say), to which an HTTP/1 answer would mean nothing. RFC 9112 §3's
+    /// 400 is a SHOULD; such a client gets the connection closed instead, as RFC 9113 §3.4 asks
+    /// of a broken HTTP/2 preface.
+    NotHttp,
 }
 
 /// What the server needs to know of a request to frame it and answer it.
@@ -77,9 +82,12 @@ pub(crate) fn read_request_head<S: Read>(
     let parse = |conn: &mut BufferedConn<S>, ended: bool| {
         skip_empty_lines(conn);
         let buf = conn.buffered();
-        check_request_line(buf, limits.max_line)?;
+        check_request_line(buf, limits.max_line).map_err(HeadError::Refused)?;
         match ended {
-            true => parse_request(buf, limits.max_headers, head).map_err(|e| refusal(e, buf)),
+            true => parse_request(buf, limits.max_headers, head).map_err(|e| match e {
+                httparse::Error::Version if !ends_in_http(buf) => HeadError::NotHttp,
+                e => HeadError::Refused(refusal(e, buf)),
+            }),
             false => Ok(None),
         }
     };
@@ -98,7 +106,7 @@ pub(crate) fn read_request_head<S: Read>(
             let max = limits.max_head;
             HeadError::Refused(Refusal::new(431, format!("the request head is longer than {max} bytes")))
         }
-        Unread::Refused(refusal) => HeadError::Refused(refusal),
+        Unread::Refused(error) => error,
     })
 }
 
@@ -156,11 +164,20 @@ fn refusal(e: httparse::Error, buf: &[u8]) -> Refusal {
     }
 }
 
+/// The last word of the request line in `buf`, where its version goes.
+fn version_word(buf: &[u8]) -> &[u8] {
+    let line = buf.split(|&b| b == b'\n').find(|l| !l.trim_ascii().is_empty()).unwrap_or_default();
+    line.trim_ascii_end().rsplit(|&b| b == b' ').next().unwrap_or_default()
+}
+
+/// Whether the request line in `buf` ends in `HTTP/`, well-formed or not.
+fn ends_in_http(buf: &[u8]) -> bool {
+    version_word(buf).starts_with(b"HTTP/")
+}
+
 /// Whether the request line in `buf` ends in a well-formed `HTTP/<digit>.<digit>` (or `HTTP/<digit>`).
 fn names_a_version(buf: &[u8]) -> bool {
-    let line = buf.split(|&b| b == b'\n').find(|l| !l.trim_ascii().is_empty()).unwrap_or_default();
-    let version = line.trim_ascii_end().rsplit(|&b| b == b' ').next().unwrap_or_default();
-    let Some(number) = version.strip_prefix(b"HTTP/") else { return false };
+    let Some(number) = version_word(buf).strip_prefix(b"HTTP/") else { return false };
     matches!(number, [major] | [major, b'.', b'0'..=b'9'] if major.is_ascii_digit())
 }
 

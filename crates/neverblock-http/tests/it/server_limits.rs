@@ -138,3 +138,13 @@ fn the_server_goes_on_after_refusing() {
     let stats = server.handle.stats();
     assert_eq!((stats.accepted, stats.requests), (2, 2), "the refusal counts as a request answered");
 }
+
+#[test]
+fn a_request_line_that_is_not_http_is_closed_unanswered() {
+    let server = limited();
+    // No `HTTP/` at its end: another protocol (here h2spec's broken HTTP/2 preface), which an
+    // HTTP/1 answer would only confuse.
+    assert_eq!(server.send("INVALID CONNECTION PREFACE\r\n\r\n"), "");
+    assert_eq!(server.send("GET / FOO/1.1\r\nHost: x\r\n\r\n"), "");
+    assert!(server.send("GET / HTTP/1.x\r\nHost: x\r\n\r\n").starts_with("HTTP/1.1 400 "), "ends in HTTP/, malformed");
+}

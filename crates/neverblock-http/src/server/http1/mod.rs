@@ -34,8 +34,9 @@ use body::{BodyState, Http1Body};
 use socket::Socket;
 use write::{linger, Context, Sent};
 
-/// The most of an unread request body read and dropped to keep the connection (Go's rule).
-const DRAIN_LIMIT: u64 = 256 * 1024;
+/// The most of an unread request body read and dropped to keep the connection (Go's rule), or
+/// on HTTP/2 to let the client end its request rather than have its stream reset.
+pub(super) const DRAIN_LIMIT: u64 = 256 * 1024;
 
 /// When a request's head had arrived.
 #[derive(Clone, Copy, Debug)]
@@ -91,6 +92,7 @@ pub(super) fn serve(
         let version = match read {
             Ok(version) => version,
             Err(HeadError::Closed) => return,
+            Err(HeadError::NotHttp) => return log::debug!("{peer}: not HTTP; closed unanswered"),
             Err(HeadError::Io { error, partial }) => {
                 log::debug!("{peer}: reading a request head: {error}");
                 if partial && error.kind() == std::io::ErrorKind::TimedOut {

@@ -1,6 +1,7 @@
 //! One HTTP/2 stream on its own fiber: the request's head made into the same `Request` an HTTP/1
 //! handler gets, the handler called (a panic answers this stream 500; the connection goes on),
-//! the response sent, and the exchange reported to the server's hook.
+//! the response sent, the exchange reported to the server's hook, and what is left of the
+//! request body drained (up to HTTP/1's limit) so the client can end its request.
 
 use std::time::{Instant, SystemTime};
 
@@ -12,8 +13,9 @@ use super::body::Http2Body;
 use super::send::{send, Sent};
 use crate::server::connection::Connection;
 use crate::server::exchange::Exchange;
+use crate::server::http1::DRAIN_LIMIT;
 use crate::server::panics::{catch, panic_message};
-use crate::server::request::{Request, RequestBody, RequestParts};
+use crate::server::request::{BodySource, Request, RequestBody, RequestParts};
 use crate::server::response::Response;
 use crate::server::ServerLoop;
 use crate::wire::head::Head;
@@ -59,6 +61,9 @@ pub(super) fn answer(
     let sent = send(&mut respond, &mut response, head.method() == "HEAD", config.timeouts.send);
     if let Some(started) = started {
         report(server_loop, &head, parts.as_ref(), &response, sent, connection, started);
+    }
+    if sent.complete && !body.is_finished() {
+        body.drain(DRAIN_LIMIT);
     }
 }
 
