@@ -40,8 +40,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Serve the files under a directory over HTTP/1.1, in cleartext or HTTPS (a loop per core; Ctrl-C
-    /// stops gracefully).
+    /// Serve the files under a directory over HTTP/1.1 and HTTP/2, in cleartext or HTTPS (a loop per
+    /// core; Ctrl-C stops gracefully).
     Serve(Box<serve::ServeArgs>),
     /// Run a benchmark (each prints a table, or JSON rows with --json).
     Bench {

@@ -1,5 +1,5 @@
-//! neverblock-http: HTTP/1.1 on neverblock's fibers, client and server, built only on the
-//! runtime's public API.
+//! neverblock-http: HTTP/1.1 on neverblock's fibers, client and server (which speaks HTTP/2 as
+//! well), built only on the runtime's public API.
 //!
 //! Both are in blocking style (the Net::HTTP and EventMachine server of NeverBlock): inside fibers,
 //! many requests are in flight at once on one thread; outside a runtime each client call blocks the
@@ -15,7 +15,8 @@
 //! ([`Client::send`] gives a [`ResponseStream`] once the head has arrived), in reads that grow from
 //! 4 KiB to 64 KiB; a request body may be streamed from a reader too ([`Client::send_body`]).
 //!
-//! **The server** ([`server`]): a fiber per connection over a loop per core; a handler is a
+//! **The server** ([`server`]): a fiber per connection (and per HTTP/2 stream: ALPN `h2` over TLS,
+//! prior knowledge in cleartext) over a loop per core; a handler is a
 //! closure from a request (with its body as a `Read`) to a response (bytes, a stream, or a file
 //! range the kernel sends); keep-alive, pipelining, `100 Continue`, limits, timeouts with a
 //! minimum data rate, request-smuggling defences, graceful shutdown; [`server::StaticFiles`]

@@ -4,6 +4,7 @@
 
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use neverblock::net::TcpStream;
@@ -66,10 +67,30 @@ pub(super) fn serve(stream: TcpStream, peer: SocketAddr, server_loop: &Rc<Server
                 preface
             }
         };
+    let _serving = Serving::start(server_loop, usize::from(http2));
     if http2 {
         http2::serve(stream, session, connection, server_loop);
     } else {
         http1::serve(timed, session, connection, server_loop);
+    }
+}
+
+/// A connection counted as served in its protocol (`0`: HTTP/1, `1`: HTTP/2) and as open in it
+/// until this drops, however its driver ends.
+struct Serving<'a>(&'a ServerLoop, usize);
+
+impl Serving<'_> {
+    fn start(server_loop: &ServerLoop, protocol: usize) -> Serving<'_> {
+        let counters = server_loop.registry.counters();
+        counters.served[protocol].fetch_add(1, Relaxed);
+        counters.serving[protocol].fetch_add(1, Relaxed);
+        Serving(server_loop, protocol)
+    }
+}
+
+impl Drop for Serving<'_> {
+    fn drop(&mut self) {
+        self.0.registry.counters().serving[self.1].fetch_sub(1, Relaxed);
     }
 }
 

@@ -84,7 +84,9 @@ impl Exchange<'_> {
     }
 
     /// The request line as received (`GET /a?b HTTP/1.1`), without its line end; also for a request
-    /// the server refused (400, 431, …) once its line had arrived whole (but not for 414).
+    /// the server refused (400, 431, …) once its line had arrived whole (but not for 414). On
+    /// HTTP/2, which has no request line, the one its `:method` and `:path` make (`GET /a?b
+    /// HTTP/2.0`), as access logs write it.
     ///
     /// # Examples
     ///

@@ -89,10 +89,12 @@ use shutdown::{ServerState, Signals};
 /// What answers requests: any `Fn(&mut Request) -> Response` that may be shared between threads,
 /// or a [`StaticFiles`].
 ///
-/// The server calls it on each request's connection fiber, on whichever loop accepted the
-/// connection, so it runs on many threads at once; it may park (read a socket, sleep, query a
-/// database) and so park only its own fiber. A panic in it, or in the reader of the body it
-/// returns before the body's first byte, answers 500 and closes its connection.
+/// The server calls it on each request's fiber: on HTTP/1.1 the connection's, on HTTP/2 the
+/// stream's own (the streams of one connection are handled at once, at most 128), on whichever
+/// loop accepted the connection, so it runs on many threads at once; it may park (read a socket,
+/// sleep, query a database) and so park only its own fiber. A panic in it, or in the reader of
+/// the body it returns before the body's first byte, answers 500; on HTTP/1.1 the connection then
+/// closes, on HTTP/2 only that stream ends and the connection goes on.
 ///
 /// # Examples
 ///

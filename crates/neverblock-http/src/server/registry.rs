@@ -29,6 +29,9 @@ pub(super) struct Counters {
     pub(super) open: AtomicU64,
     pub(super) requests: AtomicU64,
     pub(super) shed: AtomicU64,
+    /// Connections handed to each protocol's driver, ever and now: `[HTTP/1, HTTP/2]`.
+    pub(super) served: [AtomicU64; 2],
+    pub(super) serving: [AtomicU64; 2],
 }
 
 /// How long shedding waits for the connections it closed to end.

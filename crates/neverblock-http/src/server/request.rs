@@ -210,7 +210,9 @@ impl<'a> Request<'a> {
         self.parts.content_length
     }
 
-    /// The body, to read. The first read sends `100 Continue` when the client asked for it.
+    /// The body, to read. On HTTP/1.1 the first read sends `100 Continue` when the client asked
+    /// for it; on HTTP/2 (which has no such step) reads take the stream's DATA frames, the
+    /// client's window opened again by each frame read.
     ///
     /// # Examples
     ///
@@ -243,13 +245,18 @@ impl fmt::Debug for Request<'_> {
     }
 }
 
-/// A request's body as a stream: `Read` and `BufRead`, decoded from its length or chunks, ending
-/// where the body ends (the next pipelined request stays unread).
+/// A request's body as a stream: `Read` and `BufRead`, ending where the body ends: on HTTP/1.1
+/// decoded from its length or chunks (the next pipelined request stays unread), on HTTP/2 the
+/// stream's DATA frames until the client ends the stream.
 ///
-/// Reads park the handler's fiber, each no longer than the server's body timeout, and the body
-/// must keep up the server's minimum data rate. A body that turns out malformed (400), longer
-/// than the server's limit (413) or too slow (408) fails the read with an error, and the server
-/// answers with that status whatever the handler returns, then closes the connection.
+/// Reads park the handler's fiber, each no longer than the server's body timeout; on HTTP/1.1
+/// the body must also keep up the server's minimum data rate. A body that turns out malformed
+/// (400), longer than the server's limit (413) or too slow (408) fails the read with an error,
+/// and the server answers with that status whatever the handler returns; on HTTP/1.1 it then
+/// closes the connection, on HTTP/2 only the stream ends (a stream the client reset fails the
+/// read and is not answered). What the handler leaves unread is read and dropped after the
+/// response, up to 256 KiB (on HTTP/1.1 the connection closes beyond that, on HTTP/2 the stream
+/// is reset with `NO_ERROR`).
 ///
 /// # Examples
 ///

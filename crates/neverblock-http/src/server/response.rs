@@ -13,10 +13,12 @@ use crate::wire::server::reason_phrase;
 ///
 /// The server writes `Date` (unless set here), and frames the body itself: `Content-Length` when
 /// the body's length is known, else `Transfer-Encoding: chunked` (HTTP/1.1) or the end of the
-/// connection (HTTP/1.0); `Content-Length` and `Transfer-Encoding` set here are dropped (but for
-/// `Content-Length` with an empty body answering HEAD, which describes the GET response, unless the
-/// status is 204). 204 and 304 responses carry no body.
-/// `Connection: close` set here closes the connection after the response.
+/// connection (HTTP/1.0), and on HTTP/2 DATA frames until the stream ends; `Content-Length` and
+/// `Transfer-Encoding` set here are dropped (but for `Content-Length` with an empty body answering
+/// HEAD, which describes the GET response, unless the status is 204). 204 and 304 responses carry
+/// no body. `Connection: close` set here closes the connection after the response on HTTP/1.1; on
+/// HTTP/2 it and the other connection-specific fields (`Connection`, `Keep-Alive`,
+/// `Proxy-Connection`, `Transfer-Encoding`, `Upgrade`) are dropped, as RFC 9113 §8.2.2 requires.
 ///
 /// # Examples
 ///
@@ -259,17 +261,21 @@ pub enum Body {
     Empty,
     /// These bytes.
     Bytes(Cow<'static, [u8]>),
-    /// What `reader` yields: `len` bytes, or (`None`) until it ends, sent chunked.
+    /// What `reader` yields: `len` bytes, or (`None`) until it ends, sent chunked (on HTTP/2, in
+    /// DATA frames either way).
     Reader {
-        /// Read on the connection's fiber, in pieces of up to 32 KiB. If it fails (an error, a
+        /// Read on the request's fiber, in pieces of up to 32 KiB. If it fails (an error, a
         /// panic, or fewer than `len` bytes) before the first piece, the client gets a 500 instead;
-        /// after, the connection closes with the response cut short.
+        /// after, the response is cut short: on HTTP/1.1 the connection closes, on HTTP/2 the
+        /// stream is reset (`INTERNAL_ERROR`).
         reader: Box<dyn Read>,
         /// How many bytes it yields, when known.
         len: Option<u64>,
     },
     /// `len` bytes of `file` from `offset`, sent by the kernel (`sendfile(2)`) in bounded pieces;
-    /// a piece not in the page cache is read into it on the blocking pool first.
+    /// a piece not in the page cache is read into it on the blocking pool first. Over TLS and on
+    /// HTTP/2, where the kernel cannot send the file itself, it is read in pieces the same way
+    /// (at once from the page cache, else on the blocking pool) and sent encrypted or in frames.
     File {
         /// The open file.
         file: Rc<File>,

@@ -97,6 +97,15 @@ pub struct ServerStats {
     pub requests: u64,
     /// Idle connections closed to free file descriptors.
     pub shed: u64,
+    /// Connections served in HTTP/1.x, ever (the others of `accepted` spoke HTTP/2 or ended in
+    /// their TLS handshake).
+    pub http1_connections: u64,
+    /// Connections served in HTTP/2, ever.
+    pub http2_connections: u64,
+    /// Connections open now that speak HTTP/1.x.
+    pub http1_open: u64,
+    /// Connections open now that speak HTTP/2.
+    pub http2_open: u64,
 }
 
 impl ServerHandle {
@@ -164,6 +173,10 @@ impl ServerHandle {
             stats.open += c.open.load(Relaxed);
             stats.requests += c.requests.load(Relaxed);
             stats.shed += c.shed.load(Relaxed);
+            stats.http1_connections += c.served[0].load(Relaxed);
+            stats.http2_connections += c.served[1].load(Relaxed);
+            stats.http1_open += c.serving[0].load(Relaxed);
+            stats.http2_open += c.serving[1].load(Relaxed);
         }
         stats
     }

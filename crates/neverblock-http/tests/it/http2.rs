@@ -20,7 +20,7 @@ use crate::h2_frames::*;
 use crate::serving::{Running, TempDir, PATIENCE};
 
 /// A 1 MiB body that no short period repeats.
-fn pattern(len: usize) -> Vec<u8> {
+pub(crate) fn pattern(len: usize) -> Vec<u8> {
     (0..len).map(|i| (i % 251) as u8 ^ (i >> 12) as u8).collect()
 }
 
@@ -56,21 +56,26 @@ fn site(builder: ServerBuilder, tls: bool) -> Site {
     let files = StaticFiles::new(dir.path().join("www")).unwrap();
     let builder = builder.workers(1);
     let server = if tls {
-        let mut params = rcgen::CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
-        params.subject_alt_names.push(rcgen::SanType::IpAddress([127, 0, 0, 1].into()));
-        let key = rcgen::KeyPair::generate().unwrap();
-        let cert = params.self_signed(&key).unwrap();
-        let cert = dir.write("cert.pem", cert.pem());
-        let key = dir.write("key.pem", key.serialize_pem());
-        Running::with_tls(builder, &TlsConfig::from_pem_files(cert, key).unwrap(), handler(files))
+        Running::with_tls(builder, &self_signed(&dir), handler(files))
     } else {
         Running::with(builder, handler(files))
     };
     Site { server, dir }
 }
 
+/// A TLS configuration for `localhost` and 127.0.0.1, its certificate self-signed (files in `dir`).
+pub(crate) fn self_signed(dir: &TempDir) -> TlsConfig {
+    let mut params = rcgen::CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
+    params.subject_alt_names.push(rcgen::SanType::IpAddress([127, 0, 0, 1].into()));
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    let cert = dir.write("cert.pem", cert.pem());
+    let key = dir.write("key.pem", key.serialize_pem());
+    TlsConfig::from_pem_files(cert, key).unwrap()
+}
+
 /// curl's answer to `url` with `flags`: the body and the HTTP version it spoke.
-fn curl(flags: &[&str], url: &str, out: &std::path::Path) -> (Vec<u8>, String) {
+pub(crate) fn curl(flags: &[&str], url: &str, out: &std::path::Path) -> (Vec<u8>, String) {
     let output = Command::new("curl")
         .args(["-sS", "--max-time", "20", "-o"])
         .arg(out)
@@ -80,7 +85,7 @@ fn curl(flags: &[&str], url: &str, out: &std::path::Path) -> (Vec<u8>, String) {
         .output()
         .expect("curl runs");
     assert!(output.status.success(), "curl failed: {}", String::from_utf8_lossy(&output.stderr));
-    (std::fs::read(out).unwrap(), String::from_utf8(output.stdout).unwrap())
+    (std::fs::read(out).unwrap_or_default(), String::from_utf8(output.stdout).unwrap())
 }
 
 /// Fetches the small file, the 1 MiB file and the closure's answer with curl, checking each byte

@@ -21,6 +21,8 @@ mod http2;
 #[cfg(feature = "server")]
 mod http2_defences;
 #[cfg(all(feature = "client", feature = "server"))]
+mod http2_sites;
+#[cfg(all(feature = "client", feature = "server"))]
 mod https;
 #[cfg(feature = "server")]
 mod logs;

@@ -19,6 +19,9 @@ pub(super) const HANDSHAKE_OUTCOMES: [&str; 5] = ["completed", "plain_http", "ti
 /// The TLS version a handshake agreed on (`none` when it did not complete).
 pub(super) const TLS_VERSIONS: [&str; 3] = ["TLSv1.3", "TLSv1.2", "none"];
 
+/// The versions requests are counted by.
+pub(super) const VERSIONS: [&str; 3] = ["HTTP/1.0", "HTTP/1.1", "HTTP/2.0"];
+
 /// Handshake counts by outcome, version and whether they resumed a session.
 pub(super) type Handshakes<T> = [[[T; 2]; TLS_VERSIONS.len()]; HANDSHAKE_OUTCOMES.len()];
 
@@ -27,6 +30,7 @@ pub(super) type Handshakes<T> = [[[T; 2]; TLS_VERSIONS.len()]; HANDSHAKE_OUTCOME
 #[derive(Debug, Default)]
 pub(super) struct Shard {
     requests: [[AtomicU64; CLASSES]; METHODS.len()],
+    by_version: [AtomicU64; VERSIONS.len()],
     body_bytes: AtomicU64,
     /// Cumulative counts are made when the page is; these count each bucket alone (the last is +Inf).
     buckets: [AtomicU64; BOUNDS.len() + 1],
@@ -48,6 +52,7 @@ pub(super) struct Counters {
 #[derive(Debug, Default)]
 pub(super) struct Totals {
     pub(super) requests: [[u64; CLASSES]; METHODS.len()],
+    pub(super) by_version: [u64; VERSIONS.len()],
     pub(super) body_bytes: u64,
     pub(super) buckets: [u64; BOUNDS.len() + 1],
     pub(super) duration_micros: u64,
@@ -83,6 +88,11 @@ impl Counters {
         shard.duration_micros.fetch_add(u64::try_from(duration.as_micros()).unwrap_or(u64::MAX), Relaxed);
     }
 
+    /// Counts a request (an HTTP/2 stream, a message on an HTTP/1 connection) in `VERSIONS[version]`.
+    pub(super) fn version(&self, version: usize) {
+        self.shard().by_version[version].fetch_add(1, Relaxed);
+    }
+
     /// Counts a request sent to the upstream.
     #[cfg(feature = "client")]
     pub(super) fn proxied(&self) {
@@ -108,6 +118,7 @@ impl Counters {
             for (total, row) in t.requests.iter_mut().zip(&shard.requests) {
                 total.iter_mut().zip(row).for_each(|(t, c)| add(t, c));
             }
+            t.by_version.iter_mut().zip(&shard.by_version).for_each(|(t, c)| add(t, c));
             t.buckets.iter_mut().zip(&shard.buckets).for_each(|(t, c)| add(t, c));
             t.upstream_errors.iter_mut().zip(&shard.upstream_errors).for_each(|(t, c)| add(t, c));
             for (total, counted) in t.handshakes.iter_mut().flatten().zip(shard.handshakes.iter().flatten()) {

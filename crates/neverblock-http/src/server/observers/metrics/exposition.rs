@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::counters::{Totals, BOUNDS, CLASSES, HANDSHAKE_OUTCOMES, METHODS, TLS_VERSIONS, UPSTREAM_ERRORS};
+use super::counters::{Totals, BOUNDS, CLASSES, HANDSHAKE_OUTCOMES, METHODS, TLS_VERSIONS, UPSTREAM_ERRORS, VERSIONS};
 use crate::server::ServerStats;
 use neverblock::runtime::LoopStats;
 
@@ -41,6 +41,17 @@ impl Page<'_> {
             let help = "Idle connections closed to free file descriptors.";
             family(&mut out, "neverblock_connections_shed_total", "counter", help);
             sample(&mut out, "neverblock_connections_shed_total", "", server.shed);
+            let help = "Connections served, by the protocol they spoke.";
+            family(&mut out, "neverblock_connections_served_total", "counter", help);
+            let served = [("HTTP/1", server.http1_connections), ("HTTP/2", server.http2_connections)];
+            for (protocol, n) in served {
+                sample(&mut out, "neverblock_connections_served_total", &format!("{{protocol=\"{protocol}\"}}"), n);
+            }
+            let help = "Connections open now, by the protocol they speak.";
+            family(&mut out, "neverblock_connections_serving", "gauge", help);
+            for (protocol, n) in [("HTTP/1", server.http1_open), ("HTTP/2", server.http2_open)] {
+                sample(&mut out, "neverblock_connections_serving", &format!("{{protocol=\"{protocol}\"}}"), n);
+            }
         }
         let help = "Requests answered, by method and status class.";
         family(&mut out, "neverblock_http_requests_total", "counter", help);
@@ -53,6 +64,11 @@ impl Page<'_> {
                     n,
                 );
             }
+        }
+        let help = "Requests answered, by HTTP version (an HTTP/2 request is a stream).";
+        family(&mut out, "neverblock_http_requests_by_version_total", "counter", help);
+        for (version, n) in VERSIONS.iter().zip(t.by_version) {
+            sample(&mut out, "neverblock_http_requests_by_version_total", &format!("{{version=\"{version}\"}}"), n);
         }
         let help = "Response body bytes sent (heads and chunk framing not counted).";
         family(&mut out, "neverblock_http_response_body_bytes_total", "counter", help);

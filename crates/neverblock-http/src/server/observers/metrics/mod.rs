@@ -23,6 +23,7 @@ use exposition::{Page, CONTENT_TYPE};
 use crate::server::{Body, Exchange, Handler, Handshake, HandshakeOutcome, Request, Response, ServerHandle};
 #[cfg(feature = "client")]
 use crate::server::{ProxyEvent, UpstreamFailure};
+use crate::Version;
 
 neverblock::fiber_local!(static SENDING_FILE: Cell<bool> = Cell::new(false));
 
@@ -33,8 +34,11 @@ neverblock::fiber_local!(static SENDING_FILE: Cell<bool> = Cell::new(false));
 /// own), wrap the handler with [`serve`](Metrics::serve) to answer the page at a path and count
 /// files in flight, and [`watch`](Metrics::watch) the server for its connection counts. The page
 /// has `neverblock_connections_open`, `neverblock_connections_accepted_total`,
-/// `neverblock_connections_shed_total`, `neverblock_http_requests_total{method,status}` (status
-/// class `2xx` …; methods other than the nine of RFC 9110 as `other`),
+/// `neverblock_connections_shed_total`, by protocol `neverblock_connections_served_total{protocol}`
+/// and `neverblock_connections_serving{protocol}` (`HTTP/1`, `HTTP/2`),
+/// `neverblock_http_requests_total{method,status}` (status class `2xx` …; methods other than the
+/// nine of RFC 9110 as `other`), `neverblock_http_requests_by_version_total{version}` (`HTTP/1.0`,
+/// `HTTP/1.1`, `HTTP/2.0`: an HTTP/2 request is a stream),
 /// `neverblock_http_response_body_bytes_total`, the histogram
 /// `neverblock_http_request_duration_seconds`, `neverblock_downloads_in_flight`,
 /// `neverblock_proxy_requests_in_flight`, `neverblock_proxy_requests_total`,
@@ -140,6 +144,16 @@ impl Metrics {
     pub fn record(&self, exchange: &Exchange<'_>) {
         let counters = &self.inner.counters;
         counters.request(exchange.method(), exchange.status(), exchange.body_bytes(), exchange.duration());
+        let version = match exchange.version() {
+            Some(Version::Http10) => Some(0),
+            Some(Version::Http11) => Some(1),
+            Some(Version::Http2) => Some(2),
+            // Refused before its version was read, or a version added since.
+            _ => None,
+        };
+        if let Some(version) = version {
+            counters.version(version);
+        }
         if neverblock::current_task_id().is_some() && SENDING_FILE.with(|sending| sending.replace(false)) {
             counters.downloads.fetch_sub(1, Relaxed);
         }
