@@ -6,6 +6,7 @@ mod delay_client;
 mod downloads;
 mod fiber_chain;
 mod fiber_switch;
+mod h2;
 mod http_hello;
 mod http_load;
 mod http_static;
@@ -69,6 +70,9 @@ pub(crate) enum Bench {
     /// HTTPS from `serve --tls-listen` (vs nginx, Go's ServeTLS), TLS 1.3: full handshakes/s (ECDSA
     /// P-256 and RSA-2048), resumed handshakes/s, kept-alive requests/s, MB/s for a 1 MiB file.
     Https(https::HttpsArgs),
+    /// HTTP/2 from `serve` (vs nginx and Go's net/http) under h2load: 10 connections x 10
+    /// streams, a 13-byte and a 1 MiB file, over TLS and in cleartext: requests/s, MB/s, CPU per request.
+    H2(h2::H2Args),
     /// C clients each downloading a 20 MB file at 1 MB/s: aggregate MB/s, time to first byte, checked bytes (vs nginx).
     SlowClients(slow_clients::SlowClientsArgs),
     /// The server `http-hello` measures, alone: answers every request `hello, world` (prints its URL).
@@ -122,6 +126,7 @@ impl Bench {
             Bench::HttpHello(args) => http_hello::run(args),
             Bench::HttpStatic(args) => http_static::run(args),
             Bench::Https(args) => https::run(args),
+            Bench::H2(args) => h2::run(args),
             Bench::SlowClients(args) => slow_clients::run(args),
             Bench::ServeHello(args) => http_hello::serve(args),
             Bench::ProxyHello(args) => proxy_hello::run(args),

@@ -10,7 +10,10 @@
 //! through neverblock), X-Accel-Redirect to `/files/` served from an internal location. Over TLS:
 //! an `ssl` listener alone with the run's certificate and key, `ssl_protocols TLSv1.2 TLSv1.3` and
 //! the default ciphers, sessions resumed from tickets (`ssl_session_tickets on`) or the
-//! `ssl_session_cache shared` (sendfile does nothing there: nginx has no kernel TLS here).
+//! `ssl_session_cache shared` (sendfile does nothing there: nginx has no kernel TLS here). For
+//! HTTP/2 (`bench h2`) the listener takes the `http2` parameter: ALPN `h2` over TLS, and in
+//! cleartext HTTP/2 by prior knowledge alone (nginx before 1.25.1 has no `http2 on;`, which
+//! would also keep HTTP/1.1 there; the parameter still works, deprecated, after it).
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -33,29 +36,34 @@ fn binary() -> Option<&'static str> {
 /// Starts nginx with `workers` worker processes serving `content`, or `None` (and a note) when it
 /// is not installed.
 pub(crate) fn start(content: Content<'_>, workers: usize) -> Option<anyhow::Result<ServerChild>> {
+    start_speaking(content, workers, false)
+}
+
+/// The same, speaking HTTP/2 (`http2` on its listener) when `http2`.
+pub(crate) fn start_speaking(content: Content<'_>, workers: usize, http2: bool) -> Option<anyhow::Result<ServerChild>> {
     let Some(nginx) = binary() else {
         eprintln!("note: nginx peer skipped: `nginx` is not installed (apt-get install nginx)");
         return None;
     };
-    Some(start_with(nginx, content, workers))
+    Some(start_with(nginx, content, workers, http2))
 }
 
-fn start_with(nginx: &str, content: Content<'_>, workers: usize) -> anyhow::Result<ServerChild> {
+fn start_with(nginx: &str, content: Content<'_>, workers: usize, http2: bool) -> anyhow::Result<ServerChild> {
     let addr = servers::free_port()?;
     let prefix = TempDir::new(&format!("nginx-{}", addr.port()))?;
     let conf = prefix.0.join("nginx.conf");
-    std::fs::write(&conf, config(&prefix.0, addr, content, workers))?;
+    std::fs::write(&conf, config(&prefix.0, addr, content, workers, http2))?;
     let mut command = Command::new(nginx);
     command.arg("-p").arg(&prefix.0).arg("-c").arg(&conf).arg("-e").arg(prefix.0.join("error.log"));
     command.args(["-g", "daemon off;"]);
     ServerChild::silent(&mut command, "nginx", addr, Some(prefix))
 }
 
-/// The configuration: `workers` processes on `addr`, answering `content`, everything it writes
-/// under `prefix`.
-fn config(prefix: &Path, addr: SocketAddr, content: Content<'_>, workers: usize) -> String {
+/// The configuration: `workers` processes on `addr`, answering `content` (in HTTP/2 when
+/// `http2`), everything it writes under `prefix`.
+fn config(prefix: &Path, addr: SocketAddr, content: Content<'_>, workers: usize, http2: bool) -> String {
     let prefix = prefix.display();
-    let listen = listen(addr, content);
+    let listen = listen(addr, content, http2);
     let (upstream, location) = match content {
         Content::Hello => (String::new(), "location / { return 200 \"hello, world\\n\"; }".to_owned()),
         Content::Files(root) | Content::FilesOverTls { root, .. } => {
@@ -104,11 +112,12 @@ http {{
 }
 
 /// The server's `listen` line: in cleartext, or over TLS with its certificate, versions and
-/// session resumption.
-fn listen(addr: SocketAddr, content: Content<'_>) -> String {
-    let Content::FilesOverTls { cert, .. } = content else { return format!("listen {addr} reuseport;") };
+/// session resumption; with the `http2` parameter when `http2`.
+fn listen(addr: SocketAddr, content: Content<'_>, http2: bool) -> String {
+    let http2 = if http2 { " http2" } else { "" };
+    let Content::FilesOverTls { cert, .. } = content else { return format!("listen {addr}{http2} reuseport;") };
     format!(
-        "listen {addr} ssl reuseport;
+        "listen {addr} ssl{http2} reuseport;
         ssl_certificate {};
         ssl_certificate_key {};
         ssl_protocols TLSv1.2 TLSv1.3;
@@ -127,24 +136,29 @@ mod tests {
     #[test]
     fn the_configuration_names_the_workers_the_port_and_what_to_answer() {
         let addr: SocketAddr = "127.0.0.1:8089".parse().unwrap();
-        let hello = config(Path::new("/tmp/p"), addr, Content::Hello, 2);
+        let hello = config(Path::new("/tmp/p"), addr, Content::Hello, 2, false);
         assert!(hello.contains("worker_processes 2;"));
         assert!(hello.contains("listen 127.0.0.1:8089 reuseport;"));
         assert!(hello.contains(r#"return 200 "hello, world\n";"#), "{hello}");
-        let files = config(Path::new("/tmp/p"), addr, Content::Files(Path::new("/srv/files")), 1);
+        let files = config(Path::new("/tmp/p"), addr, Content::Files(Path::new("/srv/files")), 1, false);
         assert!(files.contains("root /srv/files;") && files.contains("sendfile on;"), "{files}");
         let upstream: SocketAddr = "127.0.0.1:9000".parse().unwrap();
-        let proxy = config(Path::new("/tmp/p"), addr, Content::Proxy { upstream, files: Path::new("/srv/f") }, 1);
+        let proxy =
+            config(Path::new("/tmp/p"), addr, Content::Proxy { upstream, files: Path::new("/srv/f") }, 1, false);
         assert!(proxy.contains("upstream app { server 127.0.0.1:9000; keepalive 128; }"), "{proxy}");
         assert!(proxy.contains("proxy_pass http://app;") && proxy.contains("proxy_buffering off;"), "{proxy}");
         assert!(proxy.contains("location /files/ { internal; alias /srv/f/; }"), "{proxy}");
         let cert = CertFiles { cert: "/tmp/c/ecdsa.crt".into(), key: "/tmp/c/ecdsa.key".into() };
-        let tls =
-            config(Path::new("/tmp/p"), addr, Content::FilesOverTls { root: Path::new("/srv/files"), cert: &cert }, 1);
+        let over_tls = Content::FilesOverTls { root: Path::new("/srv/files"), cert: &cert };
+        let tls = config(Path::new("/tmp/p"), addr, over_tls, 1, false);
         assert!(tls.contains("listen 127.0.0.1:8089 ssl reuseport;") && tls.contains("root /srv/files;"), "{tls}");
         assert!(
             tls.contains("ssl_certificate /tmp/c/ecdsa.crt;") && tls.contains("ssl_certificate_key /tmp/c/ecdsa.key;")
         );
         assert!(tls.contains("ssl_session_tickets on;") && tls.contains("ssl_session_cache shared:"), "{tls}");
+        let h2 = config(Path::new("/tmp/p"), addr, over_tls, 1, true);
+        assert!(h2.contains("listen 127.0.0.1:8089 ssl http2 reuseport;"), "{h2}");
+        let h2c = config(Path::new("/tmp/p"), addr, Content::Files(Path::new("/srv/files")), 1, true);
+        assert!(h2c.contains("listen 127.0.0.1:8089 http2 reuseport;"), "{h2c}");
     }
 }

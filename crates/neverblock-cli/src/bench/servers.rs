@@ -231,12 +231,21 @@ pub(crate) fn delay_server(bin: &Path, delay: Duration, threads: Option<usize>) 
 /// Starts Go's net/http peer with `GOMAXPROCS = workers`, or `None` (and a note) when Go is not
 /// installed or the peer does not build.
 pub(crate) fn go(content: Content<'_>, workers: usize) -> Option<anyhow::Result<ServerChild>> {
+    go_speaking(content, workers, false)
+}
+
+/// The same, speaking HTTP/2 in cleartext too (by prior knowledge) when `h2c`; over TLS it
+/// speaks HTTP/2 to clients that offer `h2` either way.
+pub(crate) fn go_speaking(content: Content<'_>, workers: usize, h2c: bool) -> Option<anyhow::Result<ServerChild>> {
     let Some(binary) = peers::go_http_server() else {
         eprintln!("note: go peer skipped: `go` is not installed or the peer did not build");
         return None;
     };
     let mut command = Command::new(binary);
     command.args(["-listen", "127.0.0.1:0"]).env("GOMAXPROCS", workers.to_string());
+    if h2c {
+        command.arg("-h2c");
+    }
     match content {
         Content::Hello => {}
         Content::Files(dir) => {
