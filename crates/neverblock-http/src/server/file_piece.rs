@@ -1,5 +1,6 @@
-//! A piece of a file read for a protocol that cannot hand the kernel the file (TLS): from the page
-//! cache at once, else on the blocking pool, into a buffer the loop keeps for its next piece.
+//! A piece of a file read for a protocol that cannot hand the kernel the file (TLS, HTTP/2's
+//! frames): from the page cache at once, else on the blocking pool, into a buffer the loop keeps
+//! for its next piece.
 //!
 //! Where the bytes sit in their buffer matters as much as the buffer. The piece is copied twice
 //! more: by the kernel from the page cache into it, then by the TLS library from it into a new
@@ -64,6 +65,12 @@ impl Deref for FilePiece {
     fn deref(&self) -> &[u8] {
         let buffer = self.buffer.as_ref().expect("a piece has its buffer until it is dropped");
         &buffer[self.start..self.start + self.len]
+    }
+}
+
+impl AsRef<[u8]> for FilePiece {
+    fn as_ref(&self) -> &[u8] {
+        self
     }
 }
 

@@ -186,7 +186,7 @@ impl Out<'_> {
                     if piece.is_empty() {
                         return Err(short("the file", len));
                     }
-                    self.piece(Bytes::from(piece))?;
+                    self.piece(Bytes::from_owner(piece))?;
                 }
                 Ok(())
             }
