@@ -27,8 +27,9 @@ const SHIFT: usize = 64;
 const SHIFTS: usize = 8;
 /// A buffer's size: a piece, wherever in its first page it starts.
 const BUFFER: usize = FILE_PIECE + 4096 + SHIFT * SHIFTS;
-/// Buffers a loop keeps for its next pieces (more at once are allocated and then let go).
-const KEPT: usize = 16;
+/// Buffers a loop keeps for its next pieces, 2 MiB at most (more at once, as a hundred HTTP/2
+/// downloads each with a piece or two waiting for the socket, are allocated and then let go).
+const KEPT: usize = 32;
 
 thread_local! {
     static KEPT_BUFFERS: RefCell<Vec<Box<[u8]>>> = const { RefCell::new(Vec::new()) };

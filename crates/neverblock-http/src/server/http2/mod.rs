@@ -50,6 +50,7 @@ use neverblock::JoinHandle;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::connection::Connection;
+use super::file_piece::FILE_PIECE;
 use super::tls::TlsSession;
 use super::ServerLoop;
 use stall::Watched;
@@ -59,6 +60,10 @@ use tls::TlsIo;
 const WINDOW: u32 = 1 << 20;
 /// `SETTINGS_MAX_CONCURRENT_STREAMS`, and the most handlers running at once on a connection.
 const MAX_STREAMS: u32 = 128;
+/// The most bytes a stream's response may have waiting in h2 for the connection to write them:
+/// two file pieces, so a stream reads its file no further ahead than that (h2's default, 400 KiB,
+/// let a hundred streams hold 40 MiB between them, each piece a new buffer).
+const SEND_BUFFER: usize = 2 * FILE_PIECE;
 /// The most streams waiting for a handler fiber: Go's `4 * MaxConcurrentStreams`. A client that
 /// keeps to [`MAX_STREAMS`] never gets here; one that resets streams faster than their handlers
 /// end does.
@@ -205,6 +210,7 @@ fn drive<T: AsyncRead + AsyncWrite + Unpin>(
         .initial_window_size(WINDOW)
         .initial_connection_window_size(WINDOW)
         .max_concurrent_streams(MAX_STREAMS)
+        .max_send_buffer_size(SEND_BUFFER)
         .max_pending_accept_reset_streams(MAX_PENDING_ACCEPT_RESETS)
         .max_local_error_reset_streams(Some(MAX_LOCAL_ERROR_RESETS))
         .max_header_list_size(u32::try_from(config.limits.max_head).unwrap_or(u32::MAX));
