@@ -37,6 +37,8 @@
 pub mod bridge;
 pub mod fiber;
 mod fiber_pool;
+#[cfg(feature = "hooks")]
+pub mod hooks;
 pub mod io;
 pub mod net;
 mod poison;

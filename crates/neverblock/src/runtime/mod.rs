@@ -42,6 +42,8 @@
 //! ```
 
 mod blocking;
+#[cfg(feature = "hooks")]
+pub(crate) mod fd_waits;
 pub(crate) mod polling;
 pub(crate) mod registration;
 mod remote;

@@ -234,7 +234,7 @@ pub(crate) fn wait_any(interests: &[Interest], register: impl FnOnce(Waiter) -> 
 /// Parks the running task on `direction` of the source `token` until readiness,
 /// `deadline` (the source's timer) or an expired `timeout` scope; a park that
 /// ends any other way than by the source takes its wait back, so none is left.
-fn park(s: &Scheduler, token: Token, direction: Direction, deadline: Option<Instant>) -> Woken {
+pub(super) fn park(s: &Scheduler, token: Token, direction: Direction, deadline: Option<Instant>) -> Woken {
     /// Takes the wait back unless the source ended the park (also on a cancellation's unwind).
     struct Unwait<'a> {
         s: &'a Scheduler,

@@ -67,6 +67,12 @@ pub(super) fn wake_if_here(id: u64, turn: Turn) -> bool {
     }
 }
 
+/// Whether a task of this thread's scheduler is running (so the caller may park it).
+#[inline(always)]
+pub(super) fn runs_task() -> bool {
+    borrow().is_some_and(|scheduler| scheduler.current_task().is_some())
+}
+
 /// The number of this thread's scheduler, 0 when no runtime runs here.
 #[inline(always)]
 pub(super) fn id() -> u64 {
