@@ -23,6 +23,7 @@ mod runtime;
 mod servers;
 mod side_by_side;
 mod slow_clients;
+mod std_client;
 mod throttle;
 mod xsendfile;
 
@@ -45,6 +46,10 @@ pub(crate) enum Bench {
     Sleepers(runtime::SleepersArgs),
     /// delay_client: 1000 GETs against a server that answers after D ms (NeverBlock's benchmark).
     DelayClient(delay_client::DelayClientArgs),
+    /// 1,000 fibers each doing one GET with a client written for std::net (ureq, a plain
+    /// TcpStream), parked by the libc hooks, against a server answering after D ms, beside
+    /// neverblock's own client.
+    StdClient(std_client::StdClientArgs),
     /// 100 keep-alive connections in a closed loop beside 10,000 idle ones: memory per idle
     /// connection and the active ones' latencies (vs Go net/http, or another build's server).
     IdleConnections(idle_connections::IdleArgs),
@@ -52,6 +57,9 @@ pub(crate) enum Bench {
     PgSleep(pg::SleepArgs),
     /// long/short mix (NeverBlock's): one `pg_sleep` every k `select 1`, at several concurrencies.
     PgMix(pg::MixArgs),
+    /// libpq's blocking API on fibers: ten `select pg_sleep(1)` on ten fibers of one loop, with the
+    /// libc hooks and without (NEVERBLOCK_HOOKS=off, the blocking row).
+    LibpqSleep(pg::LibpqSleepArgs),
     /// `select 1` throughput through a 16-connection pool, 256 fibers (lent and shared modes).
     PgSelect1(pg::Select1Args),
     /// An HTTP endpoint that runs `select pg_sleep(1)`, ten clients at once: one blocking worker vs
@@ -122,6 +130,8 @@ impl Bench {
             Bench::PgSleep(args) => pg::sleep(args),
             Bench::PgMix(args) => pg::mix(args),
             Bench::PgSelect1(args) => pg::select1(args),
+            Bench::LibpqSleep(args) => pg::libpq_sleep(args),
+            Bench::StdClient(args) => std_client::run(args),
             Bench::AppSleep(args) => app_sleep::run(args),
             Bench::HttpHello(args) => http_hello::run(args),
             Bench::HttpStatic(args) => http_static::run(args),

@@ -5,8 +5,11 @@
 //! connection and, with `--peers`, Go pgx and tokio-postgres. Without `--url`
 //! (or `DATABASE_URL`) each starts a throwaway PostgreSQL.
 
+mod libpq_sleep;
 mod peers;
 mod via_pgbouncer;
+
+pub(crate) use libpq_sleep::{run as libpq_sleep, LibpqSleepArgs};
 
 use std::cell::Cell;
 use std::rc::Rc;

@@ -20,13 +20,14 @@ use libc::{
 use super::fds;
 use super::park::{self, Deadline, Parkable};
 use super::real;
+use super::signals;
 use crate::runtime::fd_waits;
 use crate::runtime::registration::Direction;
 
 /// Every real function is found before `main`, so no hook needs `dlsym` in a signal handler.
 #[used]
 #[link_section = ".init_array"]
-static RESOLVE: extern "C" fn() = real::resolve_all;
+static START: extern "C" fn() = real::start;
 
 extern "C" {
     /// glibc's end for a fortified call whose length overruns its buffer: a message, then abort.
@@ -81,15 +82,24 @@ pub(super) fn hooks() -> Vec<(&'static CStr, usize)> {
         dup,
         dup2,
         dup3,
-        close
+        close,
+        sigaction,
+        signal
     )
+}
+
+/// Whether a call may park: on a fiber of a loop, outside a signal handler, unless
+/// `NEVERBLOCK_HOOKS=off`.
+#[inline(always)]
+fn on_fiber() -> bool {
+    real::enabled() && fd_waits::may_park() && !signals::in_handler()
 }
 
 /// The fd of a call that may park: a blocking socket, on a fiber of a loop; `None`
 /// sends the call straight to libc.
 #[inline(always)]
 fn parkable<'a>(fd: c_int) -> Option<Parkable<'a>> {
-    if fd < 0 || !fd_waits::may_park() {
+    if fd < 0 || !on_fiber() {
         return None;
     }
     let state = fds::state(fd);
@@ -470,7 +480,7 @@ fn advance(iovs: &mut Vec<iovec>, mut n: usize) {
 /// libc's contract for `poll`.
 #[no_mangle]
 pub unsafe extern "C" fn poll(fds: *mut pollfd, nfds: nfds_t, timeout: c_int) -> c_int {
-    if timeout == 0 || !fd_waits::may_park() {
+    if timeout == 0 || !on_fiber() {
         // SAFETY: the caller's arguments, under libc's contract.
         return unsafe { real::poll(fds, nfds, timeout) };
     }
@@ -510,7 +520,7 @@ pub unsafe extern "C" fn ppoll(
 ) -> c_int {
     // SAFETY: a non-null timeout is a timespec (ppoll's contract).
     let wait = unsafe { timeout.as_ref() }.map(duration_of);
-    if !sigmask.is_null() || matches!(wait, Some(None | Some(Duration::ZERO))) || !fd_waits::may_park() {
+    if !sigmask.is_null() || matches!(wait, Some(None | Some(Duration::ZERO))) || !on_fiber() {
         // SAFETY: the caller's arguments, under libc's contract.
         return unsafe { real::ppoll(fds, nfds, timeout, sigmask) };
     }
@@ -541,7 +551,7 @@ pub unsafe extern "C" fn select(
         Some(Duration::new(u64::try_from(t.tv_sec).ok()?, micros * 1000))
     });
     let in_range = (0..=libc::FD_SETSIZE as c_int).contains(&nfds);
-    if !in_range || matches!(wait, Some(None | Some(Duration::ZERO))) || !fd_waits::may_park() {
+    if !in_range || matches!(wait, Some(None | Some(Duration::ZERO))) || !on_fiber() {
         // SAFETY: the caller's arguments, under libc's contract.
         return unsafe { real::select(nfds, readfds, writefds, exceptfds, timeout) };
     }
@@ -588,7 +598,7 @@ pub unsafe extern "C" fn nanosleep(req: *const timespec, rem: *mut timespec) -> 
     // SAFETY: a non-null `req` is a timespec (nanosleep's contract).
     let asked = unsafe { req.as_ref() }.and_then(duration_of);
     match asked {
-        Some(asked) if fd_waits::may_park() => match park::sleep_until(after(asked)) {
+        Some(asked) if on_fiber() => match park::sleep_until(after(asked)) {
             Ok(()) => 0,
             Err(code) => {
                 real::set_errno(code);
@@ -617,7 +627,7 @@ pub unsafe extern "C" fn clock_nanosleep(
     let wall = [libc::CLOCK_REALTIME, libc::CLOCK_MONOTONIC, libc::CLOCK_BOOTTIME, libc::CLOCK_TAI].contains(&clock);
     // SAFETY: a non-null `req` is a timespec (clock_nanosleep's contract).
     let asked = unsafe { req.as_ref() }.and_then(duration_of);
-    let (Some(asked), true, true) = (asked, wall, fd_waits::may_park()) else {
+    let (Some(asked), true, true) = (asked, wall, on_fiber()) else {
         // SAFETY: the caller's arguments, under libc's contract.
         return unsafe { real::clock_nanosleep(clock, flags, req, rem) };
     };
@@ -639,7 +649,7 @@ pub unsafe extern "C" fn clock_nanosleep(
 /// libc's contract for `usleep`.
 #[no_mangle]
 pub unsafe extern "C" fn usleep(usec: libc::useconds_t) -> c_int {
-    if !fd_waits::may_park() {
+    if !on_fiber() {
         // SAFETY: a plain value.
         return unsafe { real::usleep(usec) };
     }
@@ -660,7 +670,7 @@ pub unsafe extern "C" fn usleep(usec: libc::useconds_t) -> c_int {
 /// libc's contract for `sleep`.
 #[no_mangle]
 pub unsafe extern "C" fn sleep(secs: c_uint) -> c_uint {
-    if !fd_waits::may_park() {
+    if !on_fiber() {
         // SAFETY: a plain value.
         return unsafe { real::sleep(secs) };
     }
@@ -686,7 +696,7 @@ pub unsafe extern "C" fn getaddrinfo(
     hints: *const addrinfo,
     res: *mut *mut addrinfo,
 ) -> c_int {
-    if !fd_waits::may_park() || res.is_null() {
+    if !on_fiber() || res.is_null() {
         // SAFETY: the caller's arguments, under libc's contract.
         return unsafe { real::getaddrinfo(node, service, hints, res) };
     }
@@ -1011,8 +1021,47 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
 /// `fd` is open until the caller closes it, right after.
 unsafe fn closing(fd: RawFd) {
     fds::forget(fd);
-    if fd >= 0 {
+    // A handler that closes an fd (async-signal-safe) takes no lock: the fibers waiting on it
+    // stay parked, as a thread blocked on it would.
+    if fd >= 0 && !signals::in_handler() {
         // SAFETY: not -1, and open until the caller closes it (the function's contract).
         fd_waits::close(unsafe { BorrowedFd::borrow_raw(fd) });
+    }
+}
+
+// ---- signal handlers ----
+
+/// `sigaction(2)`: a handler is installed behind a trampoline that tells the hooks a
+/// handler runs (see `signals`); the caller sees its own handler.
+///
+/// # Safety
+///
+/// libc's contract for `sigaction`.
+#[no_mangle]
+pub unsafe extern "C" fn sigaction(signal: c_int, act: *const libc::sigaction, old: *mut libc::sigaction) -> c_int {
+    // SAFETY: the caller's arguments, under libc's contract.
+    unsafe { signals::sigaction_counted(signal, act, old) }
+}
+
+/// `signal(2)`: glibc's (BSD) semantics, `SA_RESTART` and the signal masked while
+/// it is handled, through `sigaction`.
+///
+/// # Safety
+///
+/// libc's contract for `signal`.
+#[no_mangle]
+pub unsafe extern "C" fn signal(signal: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
+    // SAFETY: all-zero bytes are a valid sigaction (SIG_DFL, no flags, an empty mask).
+    let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
+    act.sa_sigaction = handler;
+    act.sa_flags = libc::SA_RESTART;
+    // SAFETY: a sigset of ours; an invalid signal number fails in sigaction below.
+    unsafe { libc::sigaddset(&mut act.sa_mask, signal) };
+    // SAFETY: as above.
+    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: two sigactions of ours.
+    match unsafe { signals::sigaction_counted(signal, &act, &mut old) } {
+        0 => old.sa_sigaction,
+        _ => libc::SIG_ERR,
     }
 }

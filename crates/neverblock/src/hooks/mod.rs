@@ -5,8 +5,8 @@
 //! executable. Called on a fiber of a running loop (inside [`run`](crate::run),
 //! [`spawn`](crate::spawn), …), a call that would block parks that fiber and the
 //! loop runs the others; called anywhere else — a plain thread, the blocking
-//! pool, before the runtime starts, the loop's own root — it is libc's call, made
-//! at once. So code written against `std::net`, `std::thread::sleep`, or a C
+//! pool, before the runtime starts, the loop's own root, a signal handler — it is
+//! libc's call, made at once. So code written against `std::net`, `std::thread::sleep`, or a C
 //! library such as libpq, runs concurrently on fibers without a change, and the
 //! same code on an ordinary thread blocks as it always did. There is nothing to
 //! call: linking the crate with the feature is all.
@@ -42,6 +42,7 @@
 //! | `getaddrinfo` | the real call runs on the [blocking pool](crate::spawn_blocking) while the fiber parks |
 //! | `__read_chk`, `__recv_chk`, `__recvfrom_chk`, `__poll_chk`, `__ppoll_chk` | `_FORTIFY_SOURCE`'s variants, which Debian's C libraries call: checked, then as above |
 //! | `socket`, `fcntl`, `fcntl64`, `ioctl`, `setsockopt`, `dup`, `dup2`, `dup3`, `close` | the real call; the hooks note what changed (see below); `close` first wakes every fiber parked on the fd, which sees `EBADF` |
+//! | `sigaction`, `signal` | the real call, the handler installed behind a trampoline that tells the hooks a handler runs: inside one, every hook is the real call (the caller sees its own handler as installed) |
 //!
 //! The caller's view of an fd stays the kernel's: the hooks never change an fd's
 //! mode or options for longer than one connect or accept, so `fcntl(F_GETFL)`
@@ -56,6 +57,9 @@
 //! was closed while the fiber waited, and `ECANCELED` when its task was cancelled
 //! (an unwind cannot cross a C caller's frames; the task's next park outside a
 //! hook unwinds it).
+//!
+//! With `NEVERBLOCK_HOOKS=off` in the environment when the program starts, every
+//! hook is the real call (to compare, or to rule the hooks out of a problem).
 //!
 //! # Making shared libraries call the hooks
 //!
@@ -100,10 +104,9 @@
 //!   entering the kernel on another thread in that instant returns `EAGAIN`.
 //! - `ppoll` with a signal mask, `recvmsg` with `MSG_WAITALL`, `sendfile`,
 //!   `splice`, `recvmmsg` / `sendmmsg`, and reads and writes of pipes and ttys are
-//!   the real calls (they block the loop if they block). Signal handlers are not
-//!   told apart from the fiber they interrupt: a handler that calls a hooked
-//!   function on a fiber's thread (rather than an async-signal-safe `write` to a
-//!   pipe, which goes straight through) may try to park.
+//!   the real calls (they block the loop if they block). A signal handler installed
+//!   by a raw system call (ASan's, Go's) is not told apart from the fiber it
+//!   interrupts; one left by `siglongjmp` leaves its thread's hooks real calls for good.
 //! - Tried and working: `std::net` (`TcpStream`, `TcpListener`, `UdpSocket`,
 //!   `UnixStream`, `connect_timeout`, read and write timeouts), `std::thread::sleep`,
 //!   `ToSocketAddrs`, `ureq`, libpq (through `pq-sys`).
@@ -115,6 +118,8 @@ mod fds;
 mod park;
 #[allow(unsafe_code)]
 mod real;
+#[allow(unsafe_code)]
+mod signals;
 
 use std::fmt;
 

@@ -16,7 +16,7 @@
 
 use std::ffi::{c_char, c_int, c_uint, c_ulong, c_void, CStr};
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use libc::{
@@ -140,13 +140,31 @@ real! {
     fn dup2(old: c_int, new: c_int) -> c_int;
     fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int;
     fn close(fd: c_int) -> c_int;
+    fn sigaction(signal: c_int, act: *const libc::sigaction, old: *mut libc::sigaction) -> c_int;
+}
+
+/// Whether the hooks may park (`NEVERBLOCK_HOOKS` is not `off`).
+static ENABLED: AtomicBool = AtomicBool::new(true);
+
+/// Whether `NEVERBLOCK_HOOKS=off` was not in the environment at start: with it,
+/// every hook is the real call.
+#[inline(always)]
+pub(super) fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
 }
 
 /// Resolves every real function, so that no hook needs `dlsym` later (it is not
-/// async-signal-safe). Runs from `.init_array`, before `main`.
-pub(super) extern "C" fn resolve_all() {
+/// async-signal-safe), and reads `NEVERBLOCK_HOOKS`. Runs from `.init_array`,
+/// before `main` and before any thread.
+pub(super) extern "C" fn start() {
     for (slot, name) in SLOTS.iter().zip(NAMES) {
         slot.store(next_address(name), Ordering::Relaxed);
+    }
+    // SAFETY: a NUL-terminated name; before `main` no other thread can change the environment.
+    let switch = unsafe { libc::getenv(c"NEVERBLOCK_HOOKS".as_ptr()) };
+    // SAFETY: a non-null result of getenv is a NUL-terminated string.
+    if !switch.is_null() && unsafe { CStr::from_ptr(switch) } == c"off" {
+        ENABLED.store(false, Ordering::Relaxed);
     }
 }
 

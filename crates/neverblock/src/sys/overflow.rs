@@ -183,9 +183,11 @@ fn report_and_abort(stack_size: usize, used: StackUse) -> ! {
               or this one with runtime::TaskBuilder::stack_size\n"
         }
     });
-    // SAFETY: write(2) and abort(3) are async-signal-safe; `buf[..len]` is initialised.
+    // SAFETY: the write(2) system call and abort(3) are async-signal-safe; `buf[..len]` is
+    // initialised. The system call, not libc's `write`: with the `hooks` feature that name is
+    // a hook, which has no business in a fault handler.
     unsafe {
-        libc::write(libc::STDERR_FILENO, buf.as_ptr().cast(), len);
+        libc::syscall(libc::SYS_write, libc::STDERR_FILENO, buf.as_ptr(), len);
         libc::abort();
     }
 }

@@ -248,3 +248,43 @@ fn set_errno(value: i32) {
     // SAFETY: this thread's errno.
     unsafe { *libc::__errno_location() = value };
 }
+
+/// Other fibers' progress, and what the handler found.
+static OTHERS_RAN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static HANDLER_SAW_OTHERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(usize::MAX);
+
+extern "C" fn sleeps_in_handler(_: libc::c_int) {
+    let before = OTHERS_RAN.load(std::sync::atomic::Ordering::SeqCst);
+    // SAFETY: usleep takes a plain value; inside a handler it is libc's, blocking the thread.
+    unsafe { libc::usleep(20_000) };
+    let during = OTHERS_RAN.load(std::sync::atomic::Ordering::SeqCst) - before;
+    HANDLER_SAW_OTHERS.store(during, std::sync::atomic::Ordering::SeqCst);
+}
+
+#[test]
+fn a_signal_handler_on_a_fibers_thread_makes_the_real_call() {
+    use std::sync::atomic::Ordering::SeqCst;
+    neverblock::run(|| {
+        let other = neverblock::spawn(|| loop {
+            OTHERS_RAN.fetch_add(1, SeqCst);
+            neverblock::yield_now();
+        });
+        neverblock::yield_now();
+        let handler = sleeps_in_handler as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        // SAFETY: a handler that only sleeps and stores, installed for SIGUSR2, raised on this thread.
+        unsafe {
+            assert_ne!(libc::signal(libc::SIGUSR2, handler), libc::SIG_ERR);
+            assert_eq!(libc::raise(libc::SIGUSR2), 0);
+        }
+        assert_eq!(HANDLER_SAW_OTHERS.load(SeqCst), 0, "the handler's usleep blocked the thread: no fiber ran");
+        // SAFETY: asks for the installed action into a sigaction of ours.
+        let installed = unsafe {
+            let mut old = std::mem::zeroed::<libc::sigaction>();
+            libc::sigaction(libc::SIGUSR2, std::ptr::null(), &mut old);
+            libc::signal(libc::SIGUSR2, libc::SIG_DFL);
+            old.sa_sigaction
+        };
+        assert_eq!(installed, handler, "the caller sees its own handler");
+        other.cancel();
+    });
+}
