@@ -86,7 +86,7 @@ fn on_fibers(url: &str, requests: usize, threads: usize, client: StdClient) -> (
                 neverblock::runtime::spawn_on(i % threads, move || get(&url, client))
             })
             .collect();
-        let ok = fibers.into_iter().filter(|f| matches!(f.join(), Ok(true))).count();
+        let ok = fibers.into_iter().map(|f| f.join()).filter(|done| matches!(done, Ok(true))).count();
         (ok, start.elapsed().as_secs_f64())
     })
 }
