@@ -428,10 +428,11 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) ->
 /// `msg` is a valid `msghdr` (sendmsg's contract).
 unsafe fn sendmsg_all(call: &Parkable<'_>, msg: &msghdr, flags: c_int) -> ssize_t {
     let fd = call.fd.as_raw_fd();
-    let count = msg.msg_iovlen as usize;
-    // SAFETY: `msg_iov` holds `msg_iovlen` iovecs (sendmsg's contract).
-    let mut iovs: Vec<iovec> =
-        if count == 0 { Vec::new() } else { unsafe { std::slice::from_raw_parts(msg.msg_iov, count) }.to_vec() };
+    let mut iovs: Vec<iovec> = match msg.msg_iovlen {
+        0 => Vec::new(),
+        // SAFETY: `msg_iov` holds `msg_iovlen` iovecs (sendmsg's contract).
+        count => unsafe { std::slice::from_raw_parts(msg.msg_iov, count) }.to_vec(),
+    };
     let total: usize = iovs.iter().map(|iov| iov.iov_len).sum();
     let mut rest = *msg;
     let mut deadline = Deadline::default();
@@ -710,8 +711,10 @@ pub unsafe extern "C" fn getaddrinfo(
     };
     match park::catching(|| crate::spawn_blocking(move || lookup.run())) {
         Ok((code, list, errno)) => {
-            // SAFETY: `res` is the caller's, non-null: where the list goes (the contract).
-            unsafe { res.write(list.into_raw()) };
+            if code == 0 {
+                // SAFETY: `res` is the caller's, non-null: where the list goes (the contract).
+                unsafe { res.write(list.into_raw()) };
+            }
             real::set_errno(errno);
             code
         }

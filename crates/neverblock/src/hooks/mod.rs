@@ -59,7 +59,9 @@
 //! hook unwinds it).
 //!
 //! With `NEVERBLOCK_HOOKS=off` in the environment when the program starts, every
-//! hook is the real call (to compare, or to rule the hooks out of a problem).
+//! hook is the real call (to compare, or to rule the hooks out of a problem); so
+//! is every hook in a child made by `fork`, whose copies of the parent's loops
+//! nothing runs.
 //!
 //! # Making shared libraries call the hooks
 //!

@@ -153,13 +153,21 @@ pub(super) fn enabled() -> bool {
     ENABLED.load(Ordering::Relaxed)
 }
 
+/// In a child made by `fork`, until it `exec`s: the parent's fibers and loops are
+/// copies that nothing runs, so every hook is the real call there.
+extern "C" fn forked() {
+    ENABLED.store(false, Ordering::Relaxed);
+}
+
 /// Resolves every real function, so that no hook needs `dlsym` later (it is not
-/// async-signal-safe), and reads `NEVERBLOCK_HOOKS`. Runs from `.init_array`,
+/// async-signal-safe), reads `NEVERBLOCK_HOOKS`, and turns the hooks off in `fork`'s children. Runs from `.init_array`,
 /// before `main` and before any thread.
 pub(super) extern "C" fn start() {
     for (slot, name) in SLOTS.iter().zip(NAMES) {
         slot.store(next_address(name), Ordering::Relaxed);
     }
+    // SAFETY: `forked` is a function that only stores an atomic, as a fork's child may.
+    unsafe { libc::pthread_atfork(None, None, Some(forked)) };
     // SAFETY: a NUL-terminated name; before `main` no other thread can change the environment.
     let switch = unsafe { libc::getenv(c"NEVERBLOCK_HOOKS".as_ptr()) };
     // SAFETY: a non-null result of getenv is a NUL-terminated string.

@@ -14,7 +14,7 @@ use crate::support::{on_fibers, overlapped, silent_server, slow_server, DELAY, F
 #[test]
 fn every_hook_is_reached_from_shared_libraries() {
     let check = neverblock::hooks::check();
-    println!("{check}");
+    eprintln!("{check}");
     assert!(check.all_reached(), "not reached: {:?}", check.not_reached().collect::<Vec<_>>());
 }
 
