@@ -68,6 +68,7 @@ pub(super) fn wake_if_here(id: u64, turn: Turn) -> bool {
 }
 
 /// Whether a task of this thread's scheduler is running (so the caller may park it).
+#[cfg(feature = "hooks")]
 #[inline(always)]
 pub(super) fn runs_task() -> bool {
     borrow().is_some_and(|scheduler| scheduler.current_task().is_some())
