@@ -29,9 +29,10 @@ pub(crate) struct StdClientArgs {
 }
 
 /// A client written for blocking sockets.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 enum StdClient {
-    Ureq,
+    /// One agent for the row, as ureq is meant to be used (`ureq::get` makes one per request).
+    Ureq(ureq::Agent),
     TcpStream,
 }
 
@@ -62,12 +63,12 @@ pub(crate) fn run(args: StdClientArgs) -> anyhow::Result<()> {
     load::run(load.clone())?;
     let own = load::run(load)?;
     let mut rows = vec![row("neverblock client", own.ok(), own.failed(), own.elapsed.as_secs_f64())];
-    for client in [StdClient::Ureq, StdClient::TcpStream] {
-        let (ok, seconds) = on_fibers(&url, args.requests, threads, client);
+    for client in [StdClient::Ureq(ureq::Agent::new_with_defaults()), StdClient::TcpStream] {
         let name = match client {
-            StdClient::Ureq => "ureq, hooks",
+            StdClient::Ureq(_) => "ureq, hooks",
             StdClient::TcpStream => "std TcpStream, hooks",
         };
+        let (ok, seconds) = on_fibers(&url, args.requests, threads, client);
         rows.push(row(name, ok, args.requests - ok, seconds));
     }
     report::print(rows, "requests_per_s", args.common.json);
@@ -82,8 +83,8 @@ fn on_fibers(url: &str, requests: usize, threads: usize, client: StdClient) -> (
         let start = Instant::now();
         let fibers: Vec<_> = (0..requests)
             .map(|i| {
-                let url = url.clone();
-                neverblock::runtime::spawn_on(i % threads, move || get(&url, client))
+                let (url, client) = (url.clone(), client.clone());
+                neverblock::runtime::spawn_on(i % threads, move || get(&url, &client))
             })
             .collect();
         let ok = fibers.into_iter().map(|f| f.join()).filter(|done| matches!(done, Ok(true))).count();
@@ -92,9 +93,10 @@ fn on_fibers(url: &str, requests: usize, threads: usize, client: StdClient) -> (
 }
 
 /// One GET of `url` (`http://host:port/`) on a new connection: whether it answered 200.
-fn get(url: &str, client: StdClient) -> bool {
+fn get(url: &str, client: &StdClient) -> bool {
     match client {
-        StdClient::Ureq => ureq::get(url)
+        StdClient::Ureq(agent) => agent
+            .get(url)
             .call()
             .is_ok_and(|mut r| r.status() == 200 && r.body_mut().as_reader().read_to_end(&mut Vec::new()).is_ok()),
         StdClient::TcpStream => {
