@@ -360,31 +360,12 @@ unsafe fn send_all(
     addrlen: socklen_t,
 ) -> ssize_t {
     let fd = call.fd.as_raw_fd();
-    let mut deadline = Deadline::default();
-    let mut sent = 0;
-    loop {
-        let n = park::io(call, Direction::Write, &mut deadline, || {
-            // SAFETY: `buf` holds `len` bytes (the caller's contract), of which `sent` are sent.
-            unsafe {
-                real::sendto(
-                    fd,
-                    buf.cast::<u8>().add(sent).cast(),
-                    len - sent,
-                    flags | libc::MSG_DONTWAIT,
-                    addr,
-                    addrlen,
-                )
-            }
-        });
-        match n {
-            ..0 if sent > 0 => return sent as ssize_t,
-            ..0 => return n,
-            n => sent += n as usize,
+    send_until_all(call, len, |sent| {
+        // SAFETY: `buf` holds `len` bytes (the caller's contract), of which `sent` are sent.
+        unsafe {
+            real::sendto(fd, buf.cast::<u8>().add(sent).cast(), len - sent, flags | libc::MSG_DONTWAIT, addr, addrlen)
         }
-        if sent >= len {
-            return sent as ssize_t;
-        }
-    }
+    })
 }
 
 /// `writev(2)`: on a blocking socket, `sendmsg` of the iovecs until all is sent.
@@ -435,26 +416,36 @@ unsafe fn sendmsg_all(call: &Parkable<'_>, msg: &msghdr, flags: c_int) -> ssize_
     };
     let total: usize = iovs.iter().map(|iov| iov.iov_len).sum();
     let mut rest = *msg;
+    let mut advanced = 0;
+    send_until_all(call, total, |sent| {
+        if sent > advanced {
+            advance(&mut iovs, sent - advanced);
+            advanced = sent;
+            rest.msg_control = std::ptr::null_mut();
+            rest.msg_controllen = 0;
+        }
+        rest.msg_iov = iovs.as_mut_ptr();
+        rest.msg_iovlen = iovs.len() as _;
+        // SAFETY: `rest` is the caller's message, its iovecs advanced past what was sent.
+        unsafe { real::sendmsg(fd, &rest, flags | libc::MSG_DONTWAIT) }
+    })
+}
+
+/// Sends until `total` bytes are out, each attempt `send(sent)` made without waiting and
+/// parked on while the socket is full; what was sent when an error or the timeout ends it is
+/// the result, as the kernel's blocking send returns it.
+fn send_until_all(call: &Parkable<'_>, total: usize, mut send: impl FnMut(usize) -> isize) -> ssize_t {
     let mut deadline = Deadline::default();
     let mut sent = 0;
     loop {
-        rest.msg_iov = iovs.as_mut_ptr();
-        rest.msg_iovlen = iovs.len() as _;
-        let n = park::io(call, Direction::Write, &mut deadline, || {
-            // SAFETY: `rest` is the caller's message, its iovecs advanced past what was sent.
-            unsafe { real::sendmsg(fd, &rest, flags | libc::MSG_DONTWAIT) }
-        });
-        match n {
+        match park::io(call, Direction::Write, &mut deadline, || send(sent)) {
             ..0 if sent > 0 => return sent as ssize_t,
-            ..0 => return n,
+            n @ ..0 => return n,
             n => sent += n as usize,
         }
         if sent >= total {
             return sent as ssize_t;
         }
-        advance(&mut iovs, n as usize);
-        rest.msg_control = std::ptr::null_mut();
-        rest.msg_controllen = 0;
     }
 }
 
