@@ -65,9 +65,7 @@ impl<T: AsFd> NonBlocking<T> {
     /// waits for the kernel's next report instead of trying first.
     pub(crate) fn read_stream(&self, len: usize, op: impl FnMut(&T) -> io::Result<usize>) -> io::Result<usize> {
         let n = self.read_with(op)?;
-        if n > 0 && n < len {
-            self.registration.clear_ready(Direction::Read);
-        }
+        self.note_stream_read(n, len);
         Ok(n)
     }
 
@@ -80,9 +78,7 @@ impl<T: AsFd> NonBlocking<T> {
     /// short write has filled the socket's buffer.
     pub(crate) fn write_stream(&self, len: usize, op: impl FnMut(&T) -> io::Result<usize>) -> io::Result<usize> {
         let n = self.write_with(op)?;
-        if n < len {
-            self.registration.clear_ready(Direction::Write);
-        }
+        self.note_stream_write(n, len);
         Ok(n)
     }
 
@@ -96,9 +92,7 @@ impl<T: AsFd> NonBlocking<T> {
         op: impl FnMut(&T) -> io::Result<usize>,
     ) -> Poll<io::Result<usize>> {
         let n = ready!(self.poll_with(Direction::Read, cx, op))?;
-        if n > 0 && n < len {
-            self.registration.clear_ready(Direction::Read);
-        }
+        self.note_stream_read(n, len);
         Poll::Ready(Ok(n))
     }
 
@@ -111,10 +105,25 @@ impl<T: AsFd> NonBlocking<T> {
         op: impl FnMut(&T) -> io::Result<usize>,
     ) -> Poll<io::Result<usize>> {
         let n = ready!(self.poll_with(Direction::Write, cx, op))?;
+        self.note_stream_write(n, len);
+        Poll::Ready(Ok(n))
+    }
+
+    /// A stream read of `n` bytes into `len` of room: one that came back short (and
+    /// not at the end) drained the socket, so readiness is the kernel's to report again.
+    #[inline]
+    fn note_stream_read(&self, n: usize, len: usize) {
+        if n > 0 && n < len {
+            self.registration.clear_ready(Direction::Read);
+        }
+    }
+
+    /// A stream write of `n` of `len` bytes: a short one filled the socket's buffer.
+    #[inline]
+    fn note_stream_write(&self, n: usize, len: usize) {
         if n < len {
             self.registration.clear_ready(Direction::Write);
         }
-        Poll::Ready(Ok(n))
     }
 
     /// Runs `op` until it does not return `WouldBlock`; then returns `Pending` if the
