@@ -59,7 +59,7 @@ pub(crate) enum Bench {
     PgMix(pg::MixArgs),
     /// libpq's blocking API on fibers: ten `select pg_sleep(1)` on ten fibers of one loop, with the
     /// libc hooks and without (NEVERBLOCK_HOOKS=off, the blocking row).
-    LibpqSleep(pg::LibpqSleepArgs),
+    LibpqSleep(pg::SleepArgs),
     /// `select 1` throughput through a 16-connection pool, 256 fibers (lent and shared modes).
     PgSelect1(pg::Select1Args),
     /// An HTTP endpoint that runs `select pg_sleep(1)`, ten clients at once: one blocking worker vs

@@ -9,7 +9,7 @@ mod libpq_sleep;
 mod peers;
 mod via_pgbouncer;
 
-pub(crate) use libpq_sleep::{run as libpq_sleep, LibpqSleepArgs};
+pub(crate) use libpq_sleep::run as libpq_sleep;
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -55,7 +55,7 @@ impl Database {
     }
 }
 
-/// Options of `bench pg-sleep`.
+/// Options of `bench pg-sleep` and `bench libpq-sleep`.
 #[derive(Args, Debug)]
 pub(crate) struct SleepArgs {
     /// Concurrent `select pg_sleep(s)` queries.

@@ -10,28 +10,13 @@ use std::path::Path;
 use std::process::Command;
 
 use anyhow::Context;
-use clap::Args;
 use serde_json::json;
 
-use super::Database;
-use crate::bench::{report, Common, Row};
+use super::SleepArgs;
+use crate::bench::{report, Row};
 
-/// Options of `bench libpq-sleep`.
-#[derive(Args, Debug)]
-pub(crate) struct LibpqSleepArgs {
-    /// Concurrent `select pg_sleep(s)` queries, each on its own connection and fiber.
-    #[arg(long, default_value_t = 10)]
-    queries: usize,
-    /// Each query's sleep, in seconds.
-    #[arg(long, default_value_t = 1.0)]
-    seconds: f64,
-    #[command(flatten)]
-    database: Database,
-    #[command(flatten)]
-    common: Common,
-}
-
-pub(crate) fn run(args: LibpqSleepArgs) -> anyhow::Result<()> {
+/// `bench libpq-sleep`, with `pg-sleep`'s options.
+pub(crate) fn run(args: SleepArgs) -> anyhow::Result<()> {
     let target = args.database.open()?;
     let params = json!({"queries": args.queries, "sleep_s": args.seconds});
     let mut rows = Vec::new();
