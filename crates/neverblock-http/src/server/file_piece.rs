@@ -7,9 +7,11 @@
 //! record, five bytes past the start of a fresh heap block. `memcpy` copies blocks of this size
 //! with `rep movsb`, which on AMD Zen runs twenty to forty times slower when the destination lies
 //! 1 to 31 bytes past the source modulo 4 KiB (measured here: 1.1–1.5 GB/s against 29–62 GB/s at
-//! other distances, for 16 KiB). A heap buffer for the piece would start 16 bytes into a page,
-//! as the record's does, and both copies would take the slow path: that was a third of the
-//! server's time sending a large file over TLS. So a piece starts half a page in (a page-aligned
+//! other distances, for 16 KiB: timed by a loop of such copies at each distance from a
+//! page-aligned source). A heap buffer for the piece would start 16 bytes into a page, as the
+//! record's does, and both copies would take the slow path: that was a third of the server's
+//! time sending a large file over TLS (`perf record` of `serve --tls-listen` under `wrk`, before
+//! and after; `neverblock bench https` shows the gain as MB/s for a 1 MiB file). So a piece starts half a page in (a page-aligned
 //! source is 2 KiB behind it), moved by a cache line per piece, so that no placement of the
 //! record's block can put every piece in the slow window.
 
@@ -39,7 +41,8 @@ thread_local! {
 /// Bytes of a file, in a buffer that goes back to its loop when the piece is dropped.
 #[derive(Debug)]
 pub(crate) struct FilePiece {
-    buffer: Option<Box<[u8]>>,
+    /// Empty only once the piece is dropped and its buffer has gone back to the loop.
+    buffer: Box<[u8]>,
     start: usize,
     len: usize,
 }
@@ -51,12 +54,11 @@ impl FilePiece {
         let shift = NEXT_SHIFT.replace((NEXT_SHIFT.get() + 1) % SHIFTS);
         let wanted = PAGE_OFFSET + shift * SHIFT;
         let start = (wanted + 4096 - buffer.as_ptr() as usize % 4096) % 4096;
-        FilePiece { buffer: Some(buffer), start, len: capacity.min(FILE_PIECE) }
+        FilePiece { buffer, start, len: capacity.min(FILE_PIECE) }
     }
 
     fn space(&mut self) -> &mut [u8] {
-        let buffer = self.buffer.as_mut().expect("a piece has its buffer until it is dropped");
-        &mut buffer[self.start..self.start + self.len]
+        &mut self.buffer[self.start..self.start + self.len]
     }
 }
 
@@ -64,8 +66,7 @@ impl Deref for FilePiece {
     type Target = [u8];
 
     fn deref(&self) -> &[u8] {
-        let buffer = self.buffer.as_ref().expect("a piece has its buffer until it is dropped");
-        &buffer[self.start..self.start + self.len]
+        &self.buffer[self.start..self.start + self.len]
     }
 }
 
@@ -77,13 +78,12 @@ impl AsRef<[u8]> for FilePiece {
 
 impl Drop for FilePiece {
     fn drop(&mut self) {
-        if let Some(buffer) = self.buffer.take() {
-            KEPT_BUFFERS.with_borrow_mut(|kept| {
-                if kept.len() < KEPT {
-                    kept.push(buffer);
-                }
-            });
-        }
+        let buffer = std::mem::take(&mut self.buffer);
+        KEPT_BUFFERS.with_borrow_mut(|kept| {
+            if kept.len() < KEPT {
+                kept.push(buffer);
+            }
+        });
     }
 }
 
@@ -153,7 +153,7 @@ mod tests {
     #[test]
     fn a_loop_keeps_the_buffers_of_its_dropped_pieces() {
         let file = file_of(&[1; 10]);
-        let address = |piece: &FilePiece| piece.buffer.as_ref().unwrap().as_ptr();
+        let address = |piece: &FilePiece| piece.buffer.as_ptr();
         let first = read_piece(&file, 0, 10).unwrap();
         let buffer = address(&first);
         drop(first);
