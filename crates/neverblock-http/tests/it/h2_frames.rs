@@ -11,6 +11,7 @@ pub(crate) const RST_STREAM: u8 = 0x3;
 pub(crate) const SETTINGS: u8 = 0x4;
 pub(crate) const PING: u8 = 0x6;
 pub(crate) const GOAWAY: u8 = 0x7;
+pub(crate) const WINDOW_UPDATE: u8 = 0x8;
 pub(crate) const CONTINUATION: u8 = 0x9;
 
 pub(crate) const SETTINGS_INITIAL_WINDOW_SIZE: u16 = 0x4;
@@ -21,6 +22,7 @@ pub(crate) const ACK: u8 = 0x1;
 
 pub(crate) const NO_ERROR: u32 = 0x0;
 pub(crate) const INTERNAL_ERROR: u32 = 0x2;
+pub(crate) const FLOW_CONTROL_ERROR: u32 = 0x3;
 pub(crate) const CANCEL: u32 = 0x8;
 pub(crate) const ENHANCE_YOUR_CALM: u32 = 0xb;
 

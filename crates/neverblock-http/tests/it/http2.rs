@@ -273,6 +273,38 @@ fn a_graceful_shutdown_says_goaway_lets_the_stream_in_flight_finish_and_refuses_
     server.join().unwrap();
 }
 
+/// A stream whose request is still coming (HEADERS without END_STREAM) and a handler that
+/// answers without reading it: the response comes whole but its stream stays open.
+fn answered_early() -> (Running, RawH2) {
+    let server =
+        Running::with(ServerBuilder::default().workers(1), |_: &mut Request<'_>| Response::new(200).body("early\n"));
+    let mut raw = RawH2::connect(server.addr, &[], PATIENCE);
+    raw.stream.write_all(&frame(HEADERS, END_HEADERS, 1, &get("/upload"))).unwrap();
+    next_of(&mut raw, HEADERS);
+    let data = next_of(&mut raw, DATA);
+    assert_eq!((data.payload.as_slice(), data.flags & END_STREAM), (&b"early\n"[..], 0), "the end is held");
+    (server, raw)
+}
+
+#[test]
+fn a_response_whose_request_is_still_coming_ends_once_the_request_has() {
+    let (_server, mut raw) = answered_early();
+    raw.stream.write_all(&frame(DATA, END_STREAM, 1, b"the rest")).unwrap();
+    let end = next_of(&mut raw, DATA);
+    assert_eq!((end.stream, end.payload.len(), end.flags & END_STREAM), (1, 0, END_STREAM));
+}
+
+#[test]
+fn window_updates_past_the_limit_on_an_answered_stream_still_open_reset_it() {
+    // RFC 9113 §6.9.1: a window past 2^31-1 is a FLOW_CONTROL_ERROR on the stream. The stream
+    // is still open after its response, so the updates are checked, however late they come.
+    let (_server, mut raw) = answered_early();
+    let update = frame(WINDOW_UPDATE, 0, 1, &0x7fff_ffffu32.to_be_bytes());
+    raw.stream.write_all(&[update.clone(), update].concat()).unwrap();
+    let reset = next_of(&mut raw, RST_STREAM);
+    assert_eq!((reset.stream, reset.code()), (1, FLOW_CONTROL_ERROR));
+}
+
 /// The next frame of `kind` the connection reads, those before it skipped.
 fn next_of(raw: &mut RawH2, kind: u8) -> Frame {
     loop {

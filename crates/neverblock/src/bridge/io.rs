@@ -42,7 +42,13 @@ use crate::net::{TcpStream, UnixStream};
 #[derive(Debug)]
 pub struct AsyncIo<T> {
     inner: T,
+    /// Writes of at least this many bytes are made with more to come (`usize::MAX`: none).
+    more_from: usize,
 }
+
+/// A [`batching`](AsyncIo::batching) socket's writes of at least this many bytes (a large
+/// frame's) are made with more to come.
+const BATCHED_WRITE: usize = 8 * 1024;
 
 /// A socket [`AsyncIo`] can wrap: [`TcpStream`] and [`UnixStream`], owned or in an [`Rc`].
 pub trait Socket: sealed::Sealed {}
@@ -56,13 +62,19 @@ mod sealed {
         fn poll_read(&self, cx: &Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>>;
         fn poll_write(&self, cx: &Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>>;
         fn poll_write_vectored(&self, cx: &Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>>;
+        /// A write after which more is coming: the kernel may hold a partial segment back
+        /// (a TCP socket's); a write for the others.
+        fn poll_write_more(&self, cx: &Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>> {
+            self.poll_write_vectored(cx, bufs)
+        }
         fn shutdown_write(&self) -> io::Result<()>;
     }
 }
 
-/// Implements [`Socket`] for stream types holding a `NonBlocking` of a std stream.
+/// Implements [`Socket`] for a stream type holding a `NonBlocking` of a std stream, with its
+/// own write with more to come if it has one.
 macro_rules! socket {
-    ($($stream:ty),*) => {$(
+    ($stream:ty $(, $write_more:path)?) => {
         impl Socket for $stream {}
 
         impl sealed::Sealed for $stream {
@@ -79,14 +91,19 @@ macro_rules! socket {
                 self.nonblocking().poll_write_stream(cx, len, |mut s| s.write_vectored(bufs))
             }
 
+            $(fn poll_write_more(&self, cx: &Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>> {
+                $write_more(self, cx, bufs)
+            })?
+
             fn shutdown_write(&self) -> io::Result<()> {
                 self.shutdown(Shutdown::Write)
             }
         }
-    )*};
+    };
 }
 
-socket!(TcpStream, UnixStream);
+socket!(TcpStream, TcpStream::poll_write_more);
+socket!(UnixStream);
 
 /// A socket shared by its owners (a server's connection registry and its driver, say) is
 /// polled as the socket itself.
@@ -105,6 +122,10 @@ impl<T: Socket> sealed::Sealed for Rc<T> {
         (**self).poll_write_vectored(cx, bufs)
     }
 
+    fn poll_write_more(&self, cx: &Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        (**self).poll_write_more(cx, bufs)
+    }
+
     fn shutdown_write(&self) -> io::Result<()> {
         (**self).shutdown_write()
     }
@@ -120,7 +141,21 @@ impl<T: Socket> AsyncIo<T> {
     /// let io = neverblock::bridge::AsyncIo::new(a);
     /// ```
     pub fn new(socket: T) -> AsyncIo<T> {
-        AsyncIo { inner: socket }
+        AsyncIo { inner: socket, more_from: usize::MAX }
+    }
+
+    /// Wraps `socket` for a driver that writes frames in bursts (HTTP/2's, say): a write of
+    /// 8 KiB or more tells the kernel more is coming (`MSG_MORE`), so a burst of frames
+    /// leaves in full segments instead of a segment (and a wakeup of the peer) per frame,
+    /// as nginx's `tcp_nopush` does. The kernel may hold the burst's last partial segment
+    /// back: call the TCP socket's [`push`](crate::net::TcpStream::push) when the burst
+    /// ends, before waiting. For a Unix socket it is [`new`](Self::new).
+    ///
+    /// # Examples
+    ///
+    /// See [`TcpStream::push`](crate::net::TcpStream::push).
+    pub fn batching(socket: T) -> AsyncIo<T> {
+        AsyncIo { inner: socket, more_from: BATCHED_WRITE }
     }
 
     /// The socket.
@@ -173,6 +208,9 @@ impl<T: Socket> AsyncIo<T> {
     ///
     /// See [`AsyncIo`].
     pub fn poll_write(&self, cx: &Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        if buf.len() >= self.more_from {
+            return self.inner.poll_write_more(cx, &[IoSlice::new(buf)]);
+        }
         self.inner.poll_write(cx, buf)
     }
 
@@ -197,6 +235,9 @@ impl<T: Socket> AsyncIo<T> {
     /// });
     /// ```
     pub fn poll_write_vectored(&self, cx: &Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        if bufs.iter().map(|buf| buf.len()).sum::<usize>() >= self.more_from {
+            return self.inner.poll_write_more(cx, bufs);
+        }
         self.inner.poll_write_vectored(cx, bufs)
     }
 

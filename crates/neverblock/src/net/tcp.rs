@@ -3,6 +3,8 @@
 use std::io::{self, IoSlice, IoSliceMut, Read, Write};
 use std::net::{Shutdown, SocketAddr};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
@@ -41,6 +43,9 @@ use super::nonblocking::NonBlocking;
 #[derive(Debug)]
 pub struct TcpStream {
     io: NonBlocking<std::net::TcpStream>,
+    /// Whether a write told the kernel more was coming (`MSG_MORE`) since the last
+    /// [`push`](TcpStream::push), so a partial segment may be held back.
+    held: AtomicBool,
 }
 
 /// When TCP keepalive probes go out on an idle connection: the first after `idle` without
@@ -57,6 +62,10 @@ pub struct KeepAlive {
 }
 
 impl TcpStream {
+    fn wrap(stream: std::net::TcpStream) -> TcpStream {
+        TcpStream { io: NonBlocking::new(stream), held: AtomicBool::new(false) }
+    }
+
     /// Connects to the first address of `addr` that accepts (a host name is
     /// resolved on the blocking pool).
     ///
@@ -98,7 +107,7 @@ impl TcpStream {
             Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => true,
             Err(e) => return Err(e),
         };
-        let stream = TcpStream { io: NonBlocking::new(std::net::TcpStream::from(socket)) };
+        let stream = TcpStream::wrap(std::net::TcpStream::from(socket));
         if pending {
             let deadline = timeout.map(|t| std::time::Instant::now() + t);
             loop {
@@ -158,7 +167,7 @@ impl TcpStream {
     /// ```
     pub fn from_std(stream: std::net::TcpStream) -> io::Result<TcpStream> {
         stream.set_nonblocking(true)?;
-        Ok(TcpStream { io: NonBlocking::new(stream) })
+        Ok(TcpStream::wrap(stream))
     }
 
     /// Gives back the std stream, in blocking mode again; timeouts set here do not carry over.
@@ -202,6 +211,59 @@ impl TcpStream {
     /// The system call's error (`NotConnected`, …).
     pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
         self.io.get_ref().shutdown(how)
+    }
+
+    /// Sends at once what writes made with more to come (an
+    /// [`AsyncIo::batching`](crate::bridge::AsyncIo::batching) socket's large writes) held
+    /// back: the last partial segment, which the kernel would otherwise keep for up to
+    /// 200 ms waiting for more. Leaving `TCP_CORK` does it, so a socket corked by
+    /// `setsockopt` is uncorked too. No system call when no such write was made since the
+    /// last push.
+    ///
+    /// # Errors
+    ///
+    /// The system call's error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::future::poll_fn;
+    /// use std::io::{IoSlice, Read};
+    /// use std::rc::Rc;
+    /// use neverblock::bridge::AsyncIo;
+    /// use neverblock::net::{TcpListener, TcpStream};
+    ///
+    /// neverblock::run(|| {
+    ///     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    ///     let client = Rc::new(TcpStream::connect(listener.local_addr().unwrap()).unwrap());
+    ///     let (mut server, _) = listener.accept().unwrap();
+    ///     let io = AsyncIo::batching(client.clone());
+    ///     let frame = vec![7u8; 20_000];
+    ///     let n = neverblock::block_on(poll_fn(|cx| io.poll_write_vectored(cx, &[IoSlice::new(&frame)])));
+    ///     assert_eq!(n.unwrap().unwrap(), frame.len());
+    ///     client.push().unwrap(); // the burst is over: send its last segment now
+    ///     let mut got = vec![0; frame.len()];
+    ///     server.read_exact(&mut got).unwrap();
+    ///     assert_eq!(got, frame);
+    /// });
+    /// ```
+    pub fn push(&self) -> io::Result<()> {
+        if self.held.swap(false, Ordering::Relaxed) {
+            rustix::net::sockopt::set_tcp_cork(self, false)?;
+        }
+        Ok(())
+    }
+
+    /// Polls a write of `bufs` that tells the kernel more is coming (`MSG_MORE`): it may
+    /// hold back a last partial segment until [`push`](TcpStream::push).
+    pub(crate) fn poll_write_more(&self, cx: &Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        let len = bufs.iter().map(|buf| buf.len()).sum();
+        let flags = rustix::net::SendFlags::MORE | rustix::net::SendFlags::NOSIGNAL;
+        let n = ready!(self.io.poll_write_stream(cx, len, |socket| {
+            Ok(rustix::net::sendmsg(socket, bufs, &mut rustix::net::SendAncillaryBuffer::default(), flags)?)
+        }))?;
+        self.held.store(true, Ordering::Relaxed);
+        Poll::Ready(Ok(n))
     }
 
     /// Turns Nagle's algorithm off (`true`) or on.

@@ -289,6 +289,39 @@ fn eight_mib_echo_between_blocking_style_io_and_the_async_adapter() {
     });
 }
 
+/// Bytes that have arrived at `socket` and are not read yet.
+fn arrived(socket: &TcpStream) -> usize {
+    rustix::io::ioctl_fionread(socket).unwrap() as usize
+}
+
+#[test]
+fn a_batching_socket_holds_a_large_writes_last_segment_until_pushed_and_sends_small_ones_at_once() {
+    neverblock::run(|| {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = Rc::new(TcpStream::connect(listener.local_addr().unwrap()).unwrap());
+        client.set_nodelay(true).unwrap();
+        let (mut server, _) = listener.accept().unwrap();
+        let io = AsyncIo::batching(client.clone());
+        let write = |bytes: &[u8]| bounded(|| block_on(poll_fn(|cx| io.poll_write(cx, bytes)))).unwrap().unwrap();
+        // Loopback delivers a segment within the sending call: what is not there was held back.
+        let small = pattern(100);
+        assert_eq!(write(&small), small.len());
+        assert_eq!(arrived(&server), small.len(), "a small write leaves at once");
+        let mut got = vec![0; small.len()];
+        server.read_exact(&mut got).unwrap();
+        let large = pattern(20_000);
+        assert_eq!(write(&large), large.len());
+        assert_eq!(arrived(&server), 0, "a large write's partial segment waits for more");
+        client.push().unwrap();
+        assert_eq!(arrived(&server), large.len(), "the push sent it");
+        let mut got = vec![0; large.len()];
+        server.read_exact(&mut got).unwrap();
+        assert!(got == large);
+        // A push with nothing held is harmless.
+        client.push().unwrap();
+    });
+}
+
 #[test]
 fn the_tokio_and_futures_traits_move_bytes_both_ways() {
     use std::io::IoSlice;

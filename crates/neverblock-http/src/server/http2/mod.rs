@@ -3,7 +3,9 @@
 //! runs on a fiber of its own, with the same `Request`, `Response` and handler as HTTP/1.
 //!
 //! Every fiber of a connection is on its loop's thread. A stream's fiber sends its response
-//! through h2's shared state, which wakes the connection's `block_on` to write the frames; the
+//! through h2's shared state, which wakes the connection's `block_on` to write the frames (over
+//! an [`AsyncIo::batching`] socket, pushed before the fiber waits: a burst of DATA frames leaves
+//! in full segments); the
 //! connection's reads of WINDOW_UPDATE frames wake a stream waiting for capacity. Windows are
 //! 1 MiB for the connection and for each stream (hyper's; the 64 KiB default caps a download at
 //! window/RTT), at most 128 streams at once, header lists bounded as HTTP/1's heads are (h2 then
@@ -93,7 +95,7 @@ pub(super) fn serve(
     let peer = connection.peer;
     let server_loop = server_loop.clone();
     let driver = TaskBuilder::new().stack_size(DRIVER_STACK).try_spawn(move || {
-        let socket = AsyncIo::new(stream.clone());
+        let socket = AsyncIo::batching(stream.clone());
         match session {
             None => drive(socket, &stream, connection, &server_loop),
             Some(session) => drive(TlsIo::new(socket, session), &stream, connection, &server_loop),
@@ -194,6 +196,14 @@ enum Event {
     Tick,
 }
 
+/// Sends the last segment of the frames h2 wrote, before the connection's fiber waits: the
+/// socket is [`AsyncIo::batching`], so the kernel holds a partial one back.
+fn push(socket: &TcpStream, peer: std::net::SocketAddr) {
+    if let Err(e) = socket.push() {
+        log::debug!("{peer}: the socket could not send its last frames at once: {e}");
+    }
+}
+
 /// Runs the connection over `io`, the TLS session's or the socket's own.
 fn drive<T: AsyncRead + AsyncWrite + Unpin>(
     io: T,
@@ -241,7 +251,11 @@ fn drive<T: AsyncRead + AsyncWrite + Unpin>(
                     return Poll::Ready(Event::Stopping);
                 }
                 registered.wake_on_stop(cx.waker());
-                h2.poll_accept(cx).map(|next| match next {
+                let next = h2.poll_accept(cx);
+                if next.is_pending() {
+                    push(socket, peer);
+                }
+                next.map(|next| match next {
                     Some(Ok(accepted)) => Event::Stream(accepted),
                     Some(Err(e)) => Event::Closed(Some(e)),
                     None => Event::Closed(None),
@@ -294,7 +308,15 @@ fn drive<T: AsyncRead + AsyncWrite + Unpin>(
         let _ = socket.shutdown(Shutdown::Both);
     } else {
         // Frames still owed go out, and streams in flight finish, for as long as a write may wait.
-        let closed = neverblock::timeout(send_timeout, || neverblock::block_on(poll_fn(|cx| h2.poll_closed(cx))));
+        let closed = neverblock::timeout(send_timeout, || {
+            neverblock::block_on(poll_fn(|cx| {
+                let closed = h2.poll_closed(cx);
+                if closed.is_pending() {
+                    push(socket, peer);
+                }
+                closed
+            }))
+        });
         if let Ok(Ok(Err(e))) = closed {
             log::debug!("{peer}: HTTP/2 connection ended: {e}");
         }

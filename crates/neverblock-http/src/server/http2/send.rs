@@ -33,13 +33,16 @@ pub(super) struct Sent {
 }
 
 /// Sends `response` (a 500 instead if it cannot be sent as it is) on the stream, and its body,
-/// which is taken; none for a HEAD request.
+/// which is taken; none for a HEAD request. With `hold_end` (the request is still coming), the
+/// stream is not ended: a complete response gives it back, for [`end_held`] once the request
+/// has come.
 pub(super) fn send(
     respond: &mut SendResponse<Bytes>,
     response: &mut Response,
     head_request: bool,
+    hold_end: bool,
     timeout: Duration,
-) -> Sent {
+) -> (Sent, Option<SendStream<Bytes>>) {
     let head = match head_of(response, head_request) {
         Ok(head) => head,
         Err(why) => {
@@ -56,32 +59,42 @@ pub(super) fn send(
         Err(e) => {
             log::error!("the body of a {status} response failed before its first byte ({e}); answering 500");
             *response = Response::error(500, "the response body failed");
-            return send(respond, response, head_request, timeout);
+            return send(respond, response, head_request, hold_end, timeout);
         }
     };
     let end = body.is_empty() && first.as_ref().is_none_or(Bytes::is_empty);
-    let mut stream = match respond.send_response(head, end) {
+    let mut stream = match respond.send_response(head, end && !hold_end) {
         Ok(stream) => stream,
         Err(e) => {
             log::debug!("the response {status} could not be sent: {e}");
-            return Sent { body_bytes: 0, complete: false };
+            return (Sent { body_bytes: 0, complete: false }, None);
         }
     };
+    let held = |stream| hold_end.then_some(stream);
     if end {
-        return Sent { body_bytes: 0, complete: true };
+        return (Sent { body_bytes: 0, complete: true }, held(stream));
     }
     let len = body.len();
-    let mut out = Out { stream: &mut stream, sent: 0, len, ended: false, timeout };
+    let mut out = Out { stream: &mut stream, sent: 0, len, ended: false, hold_end, timeout };
     let result = first.map_or(Ok(()), |piece| out.piece(piece)).and_then(|()| out.body(body));
-    // A body whose last piece could not say so (a reader without a length) ends with an empty frame.
-    match result.and_then(|()| if out.ended { Ok(()) } else { out.send(Bytes::new(), true) }) {
-        Ok(()) => Sent { body_bytes: out.sent, complete: true },
+    // A body whose last piece could not say so (a reader without a length) ends with an empty
+    // frame, unless the end is held.
+    let ended = out.ended || hold_end;
+    match result.and_then(|()| if ended { Ok(()) } else { out.send(Bytes::new(), true) }) {
+        Ok(()) => (Sent { body_bytes: out.sent, complete: true }, held(stream)),
         Err(e) => {
             let sent = out.sent;
             log::debug!("response {status} cut short after {sent} body bytes: {e}");
             stream.send_reset(h2::Reason::INTERNAL_ERROR);
-            Sent { body_bytes: sent, complete: false }
+            (Sent { body_bytes: sent, complete: false }, None)
         }
+    }
+}
+
+/// Ends a stream whose complete response [`send`] held open while its request came.
+pub(super) fn end_held(mut stream: SendStream<Bytes>) {
+    if let Err(e) = stream.send_data(Bytes::new(), true) {
+        log::debug!("a response's held end could not be sent: {e}");
     }
 }
 
@@ -152,8 +165,10 @@ struct Out<'s> {
     sent: u64,
     /// The body's length, when known: the piece that reaches it ends the stream.
     len: Option<u64>,
-    /// Whether a frame ended the stream.
+    /// Whether the body's last frame went (it ended the stream unless `hold_end`).
     ended: bool,
+    /// Whether the stream stays open after the body.
+    hold_end: bool,
     timeout: Duration,
 }
 
@@ -200,9 +215,10 @@ impl Out<'_> {
     }
 
     /// Sends `data` as the client's windows let it, in as many frames as that takes; `end` ends
-    /// the stream with its last frame.
+    /// the stream with its last frame (unless its end is held).
     fn send(&mut self, mut data: Bytes, end: bool) -> io::Result<()> {
         self.ended = end;
+        let end = end && !self.hold_end;
         if data.is_empty() {
             return self.stream.send_data(data, end).map_err(io::Error::other);
         }

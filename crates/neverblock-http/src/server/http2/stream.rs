@@ -1,7 +1,8 @@
 //! One HTTP/2 stream on its own fiber: the request's head made into the same `Request` an HTTP/1
 //! handler gets, the handler called (a panic answers this stream 500; the connection goes on),
 //! the response sent, the exchange reported to the server's hook, and what is left of the
-//! request body drained (up to HTTP/1's limit) so the client can end its request.
+//! request body drained (up to HTTP/1's limit) so the client can end its request, before the
+//! response's end.
 
 use std::time::{Instant, SystemTime};
 
@@ -10,7 +11,7 @@ use h2::server::SendResponse;
 use h2::RecvStream;
 
 use super::body::Http2Body;
-use super::send::{send, Sent};
+use super::send::{end_held, send, Sent};
 use crate::server::connection::Connection;
 use crate::server::exchange::Exchange;
 use crate::server::http1::DRAIN_LIMIT;
@@ -58,12 +59,17 @@ pub(super) fn answer(
             None => return,
         }
     }
-    let sent = send(&mut respond, &mut response, head.method() == "HEAD", config.timeouts.send);
+    // A request still coming when its response is complete is drained before the response's
+    // end (up to HTTP/1's limit): the stream stays open meanwhile, so what the client sends on
+    // it (a window update past 2^31-1, say) is still checked and answered.
+    let hold_end = !body.is_finished();
+    let (sent, held) = send(&mut respond, &mut response, head.method() == "HEAD", hold_end, config.timeouts.send);
     if let Some(started) = started {
         report(server_loop, &head, parts.as_ref(), &response, sent, connection, started);
     }
-    if sent.complete && !body.is_finished() {
+    if let Some(held) = held {
         body.drain(DRAIN_LIMIT);
+        end_held(held);
     }
 }
 

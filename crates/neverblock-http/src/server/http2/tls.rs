@@ -66,6 +66,14 @@ impl Write for Polled<'_, '_> {
         }
     }
 
+    /// rustls hands over the records it has in one call: they leave in one `writev`.
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        match self.socket.poll_write_vectored(self.cx, bufs) {
+            Poll::Ready(result) => result,
+            Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
+        }
+    }
+
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
     }
