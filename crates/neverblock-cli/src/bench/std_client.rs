@@ -13,7 +13,6 @@ use serde_json::json;
 
 use super::servers::{self, ServerChild};
 use super::{report, Common, Row};
-use crate::load::{self, Load};
 
 /// Options of `bench std-client`.
 #[derive(Args, Debug)]
@@ -34,6 +33,8 @@ const LEAN_BUFFER: usize = 16 * 1024;
 /// A client written for blocking sockets.
 #[derive(Clone, Debug)]
 enum StdClient {
+    /// neverblock's own, the yardstick: one for the row, as ureq's agent.
+    Neverblock(neverblock_http::Client),
     /// One agent for the row, as ureq is meant to be used (`ureq::get` makes one per request).
     Ureq(ureq::Agent),
     TcpStream,
@@ -52,20 +53,6 @@ pub(crate) fn run(args: StdClientArgs) -> anyhow::Result<()> {
             .metric("ok", ok)
             .metric("errors", errors)
     };
-    let load = Load {
-        url: url.clone(),
-        requests: args.requests,
-        concurrency: args.requests,
-        keepalive: false,
-        threads,
-        timeout: Duration::from_secs(30),
-        total_timeout: None,
-        progress: false,
-    };
-    // One untimed burst first, so that no row meets a cold server.
-    load::run(load.clone())?;
-    let own = load::run(load)?;
-    let mut rows = vec![row("neverblock client", own.ok(), own.failed(), own.elapsed.as_secs_f64())];
     // ureq's default buffers (128 KiB each way, zeroed for every connection) cost more than
     // parking does: a thousand connections at once zero 256 MB. Buffers the size of a page of
     // heads show what the hooks cost a client with lean buffers.
@@ -74,14 +61,17 @@ pub(crate) fn run(args: StdClientArgs) -> anyhow::Result<()> {
         .output_buffer_size(LEAN_BUFFER)
         .build()
         .new_agent();
+    // As many connections to the one host as fibers ask for (its default caps them at 64, as
+    // ureq's agent does not).
+    let own = neverblock_http::Client::builder().max_connections_per_host(args.requests).build()?;
     let clients = [
+        ("neverblock client", StdClient::Neverblock(own)),
         ("ureq, hooks", StdClient::Ureq(ureq::Agent::new_with_defaults())),
         ("ureq, hooks, 16 KiB buffers", StdClient::Ureq(lean)),
         ("std TcpStream, hooks", StdClient::TcpStream),
     ];
+    let mut rows = Vec::new();
     for (name, client) in clients {
-        // Each row has its untimed burst, as neverblock's client has.
-        on_fibers(&url, args.requests, threads, client.clone());
         let (ok, seconds) = on_fibers(&url, args.requests, threads, client);
         rows.push(row(name, ok, args.requests - ok, seconds));
     }
@@ -89,28 +79,38 @@ pub(crate) fn run(args: StdClientArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `requests` fibers over `threads` loops, each one GET with `client`; returns the
-/// successes and the seconds from the first spawn to the last answer.
+/// Two bursts of `requests` fibers over `threads` loops, each fiber one GET with `client`: the
+/// first untimed (so that no row meets a cold server or a cold heap), the second timed; returns
+/// its successes and the seconds from its first spawn to its last answer.
 fn on_fibers(url: &str, requests: usize, threads: usize, client: StdClient) -> (usize, f64) {
     let url = url.to_owned();
     neverblock::runtime::Builder::new().threads(threads).run(move || {
-        let start = Instant::now();
-        let fibers: Vec<_> = (0..requests)
-            .map(|i| {
-                let (url, client) = (url.clone(), client.clone());
-                neverblock::runtime::spawn_on(i % threads, move || get(&url, &client))
-            })
-            .collect();
-        let ok = fibers.into_iter().map(|f| f.join()).filter(|done| matches!(done, Ok(true))).count();
-        (ok, start.elapsed().as_secs_f64())
+        let burst = || {
+            let start = Instant::now();
+            let fibers: Vec<_> = (0..requests)
+                .map(|i| {
+                    let (url, client) = (url.clone(), client.clone());
+                    neverblock::runtime::spawn_on(i % threads, move || get(&url, &client))
+                })
+                .collect();
+            let ok = fibers.into_iter().map(|f| f.join()).filter(|done| matches!(done, Ok(true))).count();
+            (ok, start.elapsed().as_secs_f64())
+        };
+        burst();
+        burst()
     })
 }
 
 /// One GET of `url` (`http://host:port/`) on a new connection: whether it answered 200.
 fn get(url: &str, client: &StdClient) -> bool {
     match client {
+        StdClient::Neverblock(client) => {
+            let request = neverblock_http::Request::new("GET", url).header("Connection", "close");
+            client.request(&request).is_ok_and(|r| r.status() == 200)
+        }
         StdClient::Ureq(agent) => agent
             .get(url)
+            .header("Connection", "close")
             .call()
             .is_ok_and(|mut r| r.status() == 200 && r.body_mut().as_reader().read_to_end(&mut Vec::new()).is_ok()),
         StdClient::TcpStream => {
