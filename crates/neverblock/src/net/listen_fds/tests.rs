@@ -6,6 +6,9 @@ fn check(vars: &[(&str, &str)]) -> Result<Handed, String> {
     handed(var, 100, Some(50)).map_err(|e| e.to_string())
 }
 
+/// Variables, and what they say.
+type Case = (&'static [(&'static str, &'static str)], Result<Handed, String>);
+
 fn here(names: &[&str]) -> Result<Handed, String> {
     Ok(Handed::Here(names.iter().map(|n| (*n).to_owned()).collect()))
 }
@@ -13,7 +16,7 @@ fn here(names: &[&str]) -> Result<Handed, String> {
 #[test]
 fn the_variables_say_what_was_handed_to_whom() {
     let elsewhere = |why: &str| Ok(Handed::Elsewhere(why.to_owned()));
-    let cases: &[(&[(&str, &str)], Result<Handed, String>)] = &[
+    let cases: &[Case] = &[
         (&[], Ok(Handed::Nothing)),
         (&[("LISTEN_PID", "100")], Ok(Handed::Nothing)),
         (&[("LISTEN_FDS", "2"), ("LISTEN_PID", "100")], here(&["unknown", "unknown"])),
