@@ -39,6 +39,9 @@ const UNNAMED: &str = "unknown";
 /// };
 /// # drop(listener);
 /// ```
+///
+/// [`ListenFds::default()`] holds none.
+#[derive(Default)]
 pub struct ListenFds {
     /// Each descriptor's number, its name, and the descriptor until it is taken.
     fds: Vec<(RawFd, String, Option<OwnedFd>)>,
