@@ -355,3 +355,28 @@ fn a_socket_activated_server_replaced_after_sigterm_under_load_refuses_no_connec
     let log = first.join() + &second.join();
     assert_no_failure(&report, &log);
 }
+
+#[test]
+fn reuse_port_lets_two_processes_share_a_port_and_without_it_the_port_is_taken() {
+    let dir = site("reuse-port");
+    let site = dir.0.to_str().unwrap();
+    let shared = |listen: &str| {
+        let mut command = Command::new(program());
+        command.args(["serve", site, "--workers", "1", "--reuse-port", "--listen", listen]);
+        command
+    };
+    let mut first = Served::start(&mut shared("127.0.0.1:0"));
+    let port = first.addrs[0].clone();
+    let mut second = Served::start(&mut shared(&port));
+    assert_eq!(second.addrs, [port.clone()]);
+    let taken = Command::new(program()).args(["serve", site, "--listen", &port]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&taken.stderr);
+    assert!(!taken.status.success() && stderr.contains(&format!("--listen {port}")), "{stderr}");
+    for served in [&mut first, &mut second] {
+        assert_eq!(body_at(&port), "hello");
+        signal(served.child.id(), "TERM");
+        assert!(served.wait(), "{}", served.stderr());
+    }
+    first.join();
+    second.join();
+}
