@@ -368,7 +368,7 @@ fn reuse_port_lets_two_processes_share_a_port_and_without_it_the_port_is_taken()
     let mut first = Served::start(&mut shared("127.0.0.1:0"));
     let port = first.addrs[0].clone();
     let mut second = Served::start(&mut shared(&port));
-    assert_eq!(second.addrs, [port.clone()]);
+    assert_eq!(second.addrs[0], port);
     let taken = Command::new(program()).args(["serve", site, "--listen", &port]).output().unwrap();
     let stderr = String::from_utf8_lossy(&taken.stderr);
     assert!(!taken.status.success() && stderr.contains(&format!("--listen {port}")), "{stderr}");
