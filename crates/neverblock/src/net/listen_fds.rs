@@ -1,12 +1,6 @@
 //! Sockets handed over at `exec`, in systemd's socket-activation layout, both ways: taken by a
-//! process that was handed them, and passed by a process that starts its replacement.
-//!
-//! The layout is systemd's (`sd_listen_fds(3)`): `LISTEN_FDS` descriptors from fd 3 on, named in
-//! order by `LISTEN_FDNAMES` (colon-separated), for the process whose pid `LISTEN_PID` is. A
-//! process handing its sockets to a child cannot know the child's pid before the child runs, so
-//! it sets [`PARENT_PID_VAR`] to its own pid instead, and the child takes the descriptors when
-//! that is its parent's pid. Either way, descriptors meant for another process (variables
-//! inherited by a grandchild) are left alone.
+//! process that was handed them, and passed by a process that starts its replacement (the
+//! layout and the variables: [`ListenFds`]).
 
 use std::fmt;
 use std::io;
@@ -22,9 +16,16 @@ pub const PARENT_PID_VAR: &str = "NEVERBLOCK_LISTEN_PARENT_PID";
 /// The name of a descriptor without one (systemd's).
 const UNNAMED: &str = "unknown";
 
-/// The descriptors handed to this process at `exec` (see the [module docs](self)), each taken
-/// out at most once: by its number ([`take_fd`](ListenFds::take_fd), what systemd users know) or
-/// by its name ([`take_named`](ListenFds::take_named)).
+/// The descriptors handed to this process at `exec`, each taken out at most once: by its number
+/// ([`take_fd`](ListenFds::take_fd), what systemd users know) or by its name
+/// ([`take_named`](ListenFds::take_named)).
+///
+/// The layout is systemd's (`sd_listen_fds(3)`): `LISTEN_FDS` descriptors from fd 3 on, named in
+/// order by `LISTEN_FDNAMES` (colon-separated), for the process whose pid `LISTEN_PID` is. A
+/// process handing its sockets to a child ([`ListenFds::pass`]) cannot know the child's pid
+/// before the child runs, so it sets [`PARENT_PID_VAR`] to its own pid instead, and the child
+/// takes the descriptors when that is its parent's pid. Either way, descriptors meant for another
+/// process (variables inherited by a grandchild) are left alone.
 ///
 /// # Examples
 ///
