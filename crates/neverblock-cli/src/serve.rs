@@ -23,9 +23,9 @@ use neverblock_http::server::{
     XSendfile,
 };
 
-use listeners::{Place, Socket, READY_NAME};
+use listeners::{Place, Socket};
 use pid_file::PidFile;
-use upgrade::Upgrade;
+use upgrade::{Upgrade, READY_NAME};
 
 /// Options of `neverblock serve`.
 #[derive(Args, Debug)]

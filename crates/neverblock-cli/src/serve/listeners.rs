@@ -7,9 +7,6 @@ use std::net::TcpListener;
 use anyhow::Context;
 use neverblock::net::ListenFds;
 
-/// The name under which the readiness pipe is handed to a replacement (see `upgrade.rs`).
-pub(crate) const READY_NAME: &str = "neverblock-ready";
-
 /// One `--listen` or `--tls-listen`, and where it listens.
 #[derive(Debug)]
 pub(crate) struct Place {
@@ -32,8 +29,8 @@ pub(crate) enum Socket {
 
 /// The places of `cleartext` (the `--listen` values) and `tls` (the `--tls-listen` ones), in this
 /// order, each with the sockets `handed` has for it: those handed over under its name (an upgrade),
-/// else for `fd:N` the descriptor N (socket activation). Handed descriptors no place uses are
-/// closed, with a warning.
+/// else for `fd:N` the descriptor N (socket activation). Handed descriptors no place uses (the
+/// caller has taken the readiness pipe out) are closed, with a warning.
 ///
 /// # Errors
 ///
@@ -57,7 +54,7 @@ pub(crate) fn places(cleartext: &[String], tls: &[String], handed: &mut ListenFd
         };
         places.push(Place { given, name, tls: is_tls, socket });
     }
-    for (fd, name) in handed.remaining().filter(|(_, name)| *name != READY_NAME) {
+    for (fd, name) in handed.remaining() {
         log::warn!(
             "descriptor {fd} ({name}) was handed to this process but no --listen or --tls-listen names it; closed"
         );

@@ -28,7 +28,8 @@ use anyhow::Context;
 use neverblock::net::ListenFds;
 use neverblock_http::server::ServerHandle;
 
-use super::listeners::READY_NAME;
+/// The name under which the readiness pipe is handed over.
+pub(crate) const READY_NAME: &str = "neverblock-ready";
 
 /// What the new process writes once it serves.
 const READY: &[u8] = b"ready\n";
@@ -83,7 +84,7 @@ impl Upgrade {
     /// Starts the replacement with the server's sockets and waits until it serves; returns its pid.
     fn replace(&self, server: &ServerHandle) -> anyhow::Result<u32> {
         let listening = server.sockets().context("duplicate the listening sockets")?;
-        anyhow::ensure!(!listening.is_empty(), "the server is shutting down");
+        anyhow::ensure!(!listening.is_empty(), "the server is not serving (not yet, or shutting down)");
         let mut fds: Vec<(String, OwnedFd)> = Vec::new();
         for (listener, name) in listening.into_iter().zip(&self.names) {
             fds.extend(listener.sockets.into_iter().map(|socket| (name.clone(), socket.into())));
