@@ -12,6 +12,7 @@ mod histogram;
 mod load;
 mod serve;
 
+use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 /// The command allocates as a server would: a spawned fiber is one allocation, and
@@ -56,10 +57,14 @@ enum Command {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    // First, while descriptors 3, 4, … are still the ones a launcher (systemd, or the process
+    // this one replaces) handed over, before this process opens any of its own.
+    let serving = matches!(cli.command, Command::Serve(_));
+    let handed = serving.then(neverblock::net::ListenFds::take).transpose().context("take the sockets handed over")?;
     init_logging(cli.verbose);
     dump_fibers_on_sigquit();
     match cli.command {
-        Command::Serve(args) => serve::run(*args),
+        Command::Serve(args) => serve::run(*args, handed.unwrap_or_default()),
         Command::Bench { bench } => bench.run(),
         Command::DelayServer(args) => delay_server::run(args),
         Command::Get(args) => get::run(args),

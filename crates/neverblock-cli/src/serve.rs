@@ -2,17 +2,30 @@
 //! per core, sent by the kernel (`sendfile`; read and encrypted over TLS), and what no file answers
 //! sent on to an upstream application (whose X-Sendfile answers it honours), with an Apache access
 //! log and a Prometheus metrics page when asked, until SIGTERM or SIGINT (Ctrl-C) shuts it down
-//! gracefully. SIGHUP reopens the access log and reads the certificates again.
+//! gracefully. SIGHUP reopens the access log and reads the certificates again; SIGUSR2 replaces
+//! the process with a new one started from the program's file, which takes the sockets over
+//! (`upgrade.rs`). It listens on the sockets systemd's socket activation hands it, when told to
+//! (`--listen fd:3`, `listeners.rs`).
+
+mod listeners;
+mod pid_file;
+mod upgrade;
 
 use std::path::PathBuf;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use neverblock::net::ListenFds;
 use neverblock_http::server::{
     AccessLog, Exchange, Handler, HttpsOnly, LogFormat, Metrics, Proxy, Server, ServerBuilder, StaticFiles, TlsConfig,
     XSendfile,
 };
+
+use listeners::{Place, Socket};
+use pid_file::PidFile;
+use upgrade::{Upgrade, READY_NAME};
 
 /// Options of `neverblock serve`.
 #[derive(Args, Debug)]
@@ -21,14 +34,29 @@ pub(crate) struct ServeArgs {
     /// upstream).
     pub(crate) dir: Option<PathBuf>,
     /// An address to listen on for HTTP in cleartext, `HOST:PORT` (port 0: any free port; the
-    /// chosen one is printed). May be given several times. Default: 127.0.0.1:8080, unless
-    /// --tls-listen is given (then no cleartext listener is opened without --listen).
+    /// chosen one is printed), or `fd:N`: the socket systemd's socket activation handed over as
+    /// descriptor N (3 is the first; LISTEN_FDS and LISTEN_PID say which were handed to this
+    /// process). May be given several times. Default: 127.0.0.1:8080, unless --tls-listen is
+    /// given (then no cleartext listener is opened without --listen).
     #[arg(long, value_name = "ADDR")]
     pub(crate) listen: Vec<String>,
-    /// An address to listen on for HTTPS, `HOST:PORT`, with the certificates of --tls-cert. May be
-    /// given several times, beside --listen.
+    /// An address to listen on for HTTPS, `HOST:PORT` or `fd:N` (as --listen), with the
+    /// certificates of --tls-cert. May be given several times, beside --listen.
     #[arg(long, value_name = "ADDR", requires = "tls_cert")]
     pub(crate) tls_listen: Vec<String>,
+    /// Share the ports of --listen and --tls-listen with other processes (of the same user) that
+    /// listen on them with SO_REUSEPORT, such as other `neverblock serve --reuse-port`: the kernel
+    /// spreads new connections over all of them. Without it a port in use is an error.
+    #[arg(long)]
+    pub(crate) reuse_port: bool,
+    /// Write the pid of the serving process to this file once it serves; a process started by
+    /// SIGUSR2 writes its own once it has taken over. Removed at exit by the process it names.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) pid_file: Option<PathBuf>,
+    /// How long the process SIGUSR2 starts may take to serve before it is stopped and this one
+    /// goes on serving.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub(crate) upgrade_timeout: Duration,
     /// A certificate chain (PEM, the server's certificate first) for --tls-listen, with the key of
     /// the --tls-key given in the same place. Give several pairs for several names: each client
     /// gets the one whose certificate names the host it asks for (SNI; wildcards as browsers read
@@ -85,7 +113,8 @@ pub(crate) struct ServeArgs {
     pub(crate) metrics_path: Option<String>,
 }
 
-pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
+/// Serves as `args` say, on the sockets in `handed` that they name.
+pub(crate) fn run(args: ServeArgs, mut handed: ListenFds) -> anyhow::Result<()> {
     let workers = args.workers.unwrap_or_else(neverblock::runtime::available_threads);
     anyhow::ensure!(workers > 0, "--workers must be at least 1");
     if let Some(path) = &args.metrics_path {
@@ -102,18 +131,28 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         args.tls_key.len()
     );
     let tls = tls_config(&args)?;
+    let pid_file = args.pid_file.as_deref().map(PidFile::new).transpose()?;
+    let ready_pipe = handed.take_named(READY_NAME).pop();
+    let places = places(&args, &mut handed)?;
+    drop(handed);
     let files = dir.as_ref().map(StaticFiles::new).transpose()?;
     let log = access_log(&args)?;
     let metrics = args.metrics_path.as_ref().map(|_| Metrics::new());
     let upstream = upstream(&args, metrics.as_ref())?;
-    let mut builder = Server::builder().workers(workers).shutdown_on_signals().http2(!args.no_http2);
+    let mut builder = Server::builder()
+        .workers(workers)
+        .shutdown_on_signals()
+        .http2(!args.no_http2)
+        .reuse_port(args.reuse_port)
+        .on_ready(on_ready(pid_file.clone(), ready_pipe));
     if let Some(hook) = response_hook(log.clone(), metrics.clone()) {
         builder = builder.on_response(hook);
     }
     if let Some(metrics) = &metrics {
         builder = builder.on_handshake(metrics.handshake_hook());
     }
-    let server = listen(builder, &args, tls.as_ref())?;
+    let names = places.iter().map(|place| place.name.clone()).collect();
+    let server = listen(builder, places, tls.as_ref())?;
     let loops = if workers == 1 { "1 loop".to_owned() } else { format!("{workers} loops") };
     let urls = server.urls().join(" and ");
     match (&files, &args.upstream) {
@@ -147,11 +186,29 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     if reopened.is_some() || tls.is_some() {
         on_sighup(reopened, tls.clone());
     }
+    Upgrade::of_this_process(names, args.upgrade_timeout).on_sigusr2(server.handle());
     let served = server.run(handler);
     if let Some(log) = log {
         log.close();
     }
+    if let Some(pid_file) = pid_file {
+        pid_file.remove_if_ours();
+    }
     Ok(served?)
+}
+
+/// What the process does once it serves: writes the pid file, and tells the process it replaces
+/// (through the pipe that one handed over), if any.
+fn on_ready(pid_file: Option<PidFile>, ready_pipe: Option<std::os::fd::OwnedFd>) -> impl Fn() + Send + Sync {
+    let ready_pipe = Mutex::new(ready_pipe);
+    move || {
+        if let Some(Err(e)) = pid_file.as_ref().map(PidFile::write) {
+            log::error!("{e:#}");
+        }
+        if let Some(pipe) = ready_pipe.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            upgrade::tell_ready(pipe);
+        }
+    }
 }
 
 /// The upstream handler the options ask for: the proxy, inside X-Sendfile when a root or a
@@ -222,29 +279,38 @@ fn tls_config(args: &ServeArgs) -> anyhow::Result<Option<TlsConfig>> {
     Ok(Some(builder.build()?))
 }
 
-/// The server listening where the options say: each --listen in cleartext, each --tls-listen over
-/// TLS; 127.0.0.1:8080 in cleartext when neither is given.
-fn listen(builder: ServerBuilder, args: &ServeArgs, tls: Option<&TlsConfig>) -> anyhow::Result<Server> {
+/// Where the options say to listen (see `listeners.rs`): each --listen in cleartext, each
+/// --tls-listen over TLS; 127.0.0.1:8080 in cleartext when neither is given.
+fn places(args: &ServeArgs, handed: &mut ListenFds) -> anyhow::Result<Vec<Place>> {
     let cleartext = match (args.listen.is_empty(), args.tls_listen.is_empty()) {
         (true, true) => vec!["127.0.0.1:8080".to_owned()],
         _ => args.listen.clone(),
     };
-    let mut addrs = cleartext.iter().map(|addr| (addr, None)).chain(args.tls_listen.iter().map(|addr| (addr, tls)));
-    let (first, first_tls) = addrs.next().expect("there is a first address");
-    let bound = |result: Result<Server, neverblock_http::Error>, addr: &str| {
-        result.with_context(|| format!("listen on {addr}"))
-    };
-    let mut server = match first_tls {
-        Some(tls) => bound(builder.bind_tls(first.as_str(), tls), first)?,
-        None => bound(builder.bind(first.as_str()), first)?,
-    };
-    for (addr, tls) in addrs {
-        server = match tls {
-            Some(tls) => bound(server.listen_tls(addr.as_str(), tls), addr)?,
-            None => bound(server.listen(addr.as_str()), addr)?,
+    listeners::places(&cleartext, &args.tls_listen, handed)
+}
+
+/// The server listening at `places`, in their order.
+fn listen(builder: ServerBuilder, places: Vec<Place>, tls: Option<&TlsConfig>) -> anyhow::Result<Server> {
+    let mut server: Option<Server> = None;
+    for Place { given, tls: is_tls, socket, .. } in places {
+        let tls = match (is_tls, tls) {
+            (true, Some(tls)) => Some(tls),
+            (true, None) => anyhow::bail!("{given} needs --tls-cert and --tls-key"),
+            (false, _) => None,
         };
+        let listening = match (server.take(), socket, tls) {
+            (None, Socket::Address(addr), None) => builder.clone().bind(addr.as_str()),
+            (None, Socket::Address(addr), Some(tls)) => builder.clone().bind_tls(addr.as_str(), tls),
+            (None, Socket::Handed(sockets), None) => builder.clone().bind_sockets(sockets),
+            (None, Socket::Handed(sockets), Some(tls)) => builder.clone().bind_sockets_tls(sockets, tls),
+            (Some(server), Socket::Address(addr), None) => server.listen(addr.as_str()),
+            (Some(server), Socket::Address(addr), Some(tls)) => server.listen_tls(addr.as_str(), tls),
+            (Some(server), Socket::Handed(sockets), None) => server.listen_sockets(sockets),
+            (Some(server), Socket::Handed(sockets), Some(tls)) => server.listen_sockets_tls(sockets, tls),
+        };
+        server = Some(listening.with_context(|| given.clone())?);
     }
-    Ok(server)
+    server.context("nowhere to listen")
 }
 
 /// The port of the server's first HTTPS listener, where --redirect-https sends clients.

@@ -6,6 +6,8 @@ use serde_json::Value;
 
 #[path = "cli/serve_options.rs"]
 mod serve_options;
+#[path = "cli/serve_restarts.rs"]
+mod serve_restarts;
 #[path = "cli/serve_tls.rs"]
 mod serve_tls;
 #[path = "cli/serve_upstream.rs"]

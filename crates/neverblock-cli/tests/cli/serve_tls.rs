@@ -14,11 +14,11 @@ use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
 use crate::serve_options::{dir_arg, site, wait_until, Serving};
 
 /// A TLS connection to the server, as a client sees it.
-type TlsStream = StreamOwned<ClientConnection, TcpStream>;
+pub(crate) type TlsStream = StreamOwned<ClientConnection, TcpStream>;
 
 /// Writes a fresh self-signed certificate for `localhost` and its key to `cert` and `key`, and
 /// returns the certificate.
-fn write_pair(cert: &Path, key: &Path) -> CertificateDer<'static> {
+pub(crate) fn write_pair(cert: &Path, key: &Path) -> CertificateDer<'static> {
     let params = rcgen::CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
     let key_pair = rcgen::KeyPair::generate().unwrap();
     let certificate = params.self_signed(&key_pair).unwrap();
@@ -28,7 +28,7 @@ fn write_pair(cert: &Path, key: &Path) -> CertificateDer<'static> {
 }
 
 /// A client configuration trusting `roots`; its connections resume sessions from one another.
-fn client(roots: &[&CertificateDer<'static>]) -> Arc<ClientConfig> {
+pub(crate) fn client(roots: &[&CertificateDer<'static>]) -> Arc<ClientConfig> {
     let mut store = RootCertStore::empty();
     for root in roots {
         store.add((*root).clone()).unwrap();
@@ -41,7 +41,7 @@ fn client(roots: &[&CertificateDer<'static>]) -> Arc<ClientConfig> {
     Arc::new(config)
 }
 
-fn connect(addr: &str, config: &Arc<ClientConfig>) -> TlsStream {
+pub(crate) fn connect(addr: &str, config: &Arc<ClientConfig>) -> TlsStream {
     let conn = ClientConnection::new(config.clone(), ServerName::try_from("localhost").unwrap()).unwrap();
     let tcp = TcpStream::connect(addr).unwrap();
     tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -49,7 +49,7 @@ fn connect(addr: &str, config: &Arc<ClientConfig>) -> TlsStream {
 }
 
 /// Sends `GET path` on `stream`, kept alive, and returns the status and the body.
-fn get(stream: &mut TlsStream, path: &str) -> (u16, String) {
+pub(crate) fn get(stream: &mut TlsStream, path: &str) -> (u16, String) {
     write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
     let mut reader = BufReader::new(stream);
     let mut status_line = String::new();

@@ -15,6 +15,8 @@ use crate::wire::{Limits, MAX_HEADERS_CAP};
 pub(super) type Hook = Arc<dyn Fn(&Exchange<'_>) + Send + Sync>;
 /// The hook called after each TLS handshake.
 pub(super) type HandshakeHook = Arc<dyn Fn(&Handshake<'_>) + Send + Sync>;
+/// The hook called once every loop accepts.
+pub(super) type ReadyHook = Arc<dyn Fn() + Send + Sync>;
 
 /// How long a client may take, and how slow it may be.
 #[derive(Clone, Copy, Debug)]
@@ -32,6 +34,7 @@ pub(super) struct Config {
     pub(super) handler: Arc<dyn Handler>,
     pub(super) hook: Option<Hook>,
     pub(super) handshake_hook: Option<HandshakeHook>,
+    pub(super) ready_hook: Option<ReadyHook>,
     pub(super) timeouts: Timeouts,
     pub(super) limits: Limits,
     /// Whether connections may speak HTTP/2 (ALPN `h2`, or the preface in cleartext).
@@ -52,7 +55,8 @@ impl fmt::Debug for Config {
 /// much time has been spent waiting, the client must keep up 500 bytes a second on average
 /// (Apache's `MinRate`), so a client that drips a byte per timeout period is dropped; graceful
 /// shutdown waits 10 s for requests in flight; request lines up to 8 KiB, heads up to 64 KiB with
-/// at most 100 fields, bodies up to 16 MiB; no response hook; signals untouched.
+/// at most 100 fields, bodies up to 16 MiB; no response hook; signals untouched; a port another
+/// process listens on is refused.
 ///
 /// # Examples
 ///
@@ -76,8 +80,10 @@ pub struct ServerBuilder {
     limits: Limits,
     hook: Option<Hook>,
     handshake_hook: Option<HandshakeHook>,
+    ready_hook: Option<ReadyHook>,
     signals: bool,
     http2: bool,
+    reuse_port: bool,
 }
 
 impl Default for ServerBuilder {
@@ -95,8 +101,10 @@ impl Default for ServerBuilder {
             limits: Limits { max_body: 16 << 20, ..Limits::default() },
             hook: None,
             handshake_hook: None,
+            ready_hook: None,
             signals: false,
             http2: true,
+            reuse_port: false,
         }
     }
 }
@@ -109,6 +117,7 @@ impl fmt::Debug for ServerBuilder {
             .field("limits", &self.limits)
             .field("signals", &self.signals)
             .field("http2", &self.http2)
+            .field("reuse_port", &self.reuse_port)
             .finish_non_exhaustive()
     }
 }
@@ -327,6 +336,47 @@ impl ServerBuilder {
         self
     }
 
+    /// Calls `hook` once, when every loop of the running server accepts connections on its
+    /// listeners (not at all if the server stops first): the moment to tell whoever waits for the
+    /// server to serve, such as the process it replaces. It runs on one of the loops and should
+    /// not block for long.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::{Request, Response, Server};
+    ///
+    /// let (ready, serving) = std::sync::mpsc::channel();
+    /// let server = Server::builder().workers(2).on_ready(move || ready.send(()).unwrap()).bind("127.0.0.1:0").unwrap();
+    /// let handle = server.handle();
+    /// let running = std::thread::spawn(move || server.run(|_: &mut Request<'_>| Response::new(204)));
+    /// serving.recv().unwrap();
+    /// handle.shutdown();
+    /// running.join().unwrap().unwrap();
+    /// ```
+    pub fn on_ready(mut self, hook: impl Fn() + Send + Sync + 'static) -> ServerBuilder {
+        self.ready_hook = Some(Arc::new(hook));
+        self
+    }
+
+    /// Binds with `SO_REUSEPORT` beside other processes (of the same user) that listen on the same
+    /// port that way, the kernel spreading connections over all of them (default: off, and a port
+    /// in use is an error). Each process's own loops share the port this way in any case.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Server;
+    ///
+    /// let first = Server::builder().workers(1).reuse_port(true).bind("127.0.0.1:0").unwrap();
+    /// let second = Server::builder().workers(1).reuse_port(true).bind(first.local_addr()).unwrap();
+    /// assert_eq!(first.local_addr(), second.local_addr());
+    /// ```
+    pub fn reuse_port(mut self, shared: bool) -> ServerBuilder {
+        self.reuse_port = shared;
+        self
+    }
+
     /// Shuts the server down gracefully on SIGTERM or SIGINT while it runs; a second signal closes
     /// every connection at once. Once the server has returned, the signals act as by default again.
     ///
@@ -406,6 +456,52 @@ impl ServerBuilder {
         Server::new(self).listen_tls(addr, tls)
     }
 
+    /// Listens for HTTP in cleartext on `sockets`, bound elsewhere: handed over by systemd's
+    /// socket activation or by the process this one replaces (see
+    /// [`ServerHandle::sockets`](super::ServerHandle::sockets)). They are dealt out to the loops
+    /// (a loop left without one accepts on a duplicate of another), so every socket is accepted
+    /// on, however many there are.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Listen`](crate::ErrorKind::Listen) for no socket, one that is not a listening
+    /// TCP socket, or sockets on different addresses.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Server;
+    ///
+    /// let bound_elsewhere = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    /// let addr = bound_elsewhere.local_addr().unwrap();
+    /// let server = Server::builder().workers(2).bind_sockets(vec![bound_elsewhere]).unwrap();
+    /// assert_eq!(server.local_addr(), addr);
+    /// ```
+    pub fn bind_sockets(self, sockets: Vec<std::net::TcpListener>) -> Result<Server, Error> {
+        Server::new(self).listen_sockets(sockets)
+    }
+
+    /// Listens for HTTPS with `tls` on `sockets`, bound elsewhere (see
+    /// [`bind_sockets`](ServerBuilder::bind_sockets)).
+    ///
+    /// # Errors
+    ///
+    /// As [`bind_sockets`](ServerBuilder::bind_sockets).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use neverblock_http::server::{Server, TlsConfig};
+    ///
+    /// let tls = TlsConfig::from_pem_files("cert.pem", "key.pem").unwrap();
+    /// let bound_elsewhere = std::net::TcpListener::bind("0.0.0.0:443").unwrap();
+    /// let server = Server::builder().bind_sockets_tls(vec![bound_elsewhere], &tls).unwrap();
+    /// # drop(server);
+    /// ```
+    pub fn bind_sockets_tls(self, sockets: Vec<std::net::TcpListener>, tls: &TlsConfig) -> Result<Server, Error> {
+        Server::new(self).listen_sockets_tls(sockets, tls)
+    }
+
     /// How many loops the server runs.
     pub(super) fn loops(&self) -> usize {
         self.workers.unwrap_or_else(neverblock::runtime::available_threads)
@@ -417,6 +513,7 @@ impl ServerBuilder {
             handler,
             hook: self.hook.clone(),
             handshake_hook: self.handshake_hook.clone(),
+            ready_hook: self.ready_hook.clone(),
             timeouts: self.timeouts,
             limits: self.limits,
             http2: self.http2,
@@ -429,5 +526,9 @@ impl ServerBuilder {
 
     pub(super) fn signals(&self) -> bool {
         self.signals
+    }
+
+    pub(super) fn shares_ports(&self) -> bool {
+        self.reuse_port
     }
 }

@@ -34,9 +34,9 @@ pub(super) fn serve(stream: TcpStream, peer: SocketAddr, server_loop: &Rc<Server
     let local = stream.local_addr().unwrap_or(peer);
     let stream = Rc::new(stream);
     let registered = server_loop.registry.enter(stream.clone());
-    // Accepted before the shutdown began, run after: the shutdown's closing of idle connections
+    // Accepted before the shutdown began, run after its last call: the closing of idle connections
     // missed it, and a handshake or a peek would wait for its deadline.
-    if server_loop.registry.is_stopping() {
+    if server_loop.registry.is_idle_closed() {
         return;
     }
     let timed = TimedStream::new(stream.clone());

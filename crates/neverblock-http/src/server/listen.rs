@@ -1,6 +1,7 @@
 //! Listening: an address bound on every loop (`SO_REUSEPORT`: the kernel spreads connections
-//! across them), cleartext or TLS, and each loop's accept loop on it: a fiber per connection,
-//! handed to its protocol's driver, and no lock-out when file descriptors run out.
+//! across them) or sockets handed over by another process, cleartext or TLS, and each loop's
+//! accept loop on them: a fiber per connection, handed to its protocol's driver, and no lock-out
+//! when file descriptors run out.
 //!
 //! `accept` failing with `EMFILE`/`ENFILE` leaves the connection in the kernel's backlog. Waiting
 //! for some connection to close, as a plain accept loop does, lets idle clients that hold every
@@ -25,30 +26,35 @@ use crate::error::{Error, ErrorKind};
 const FIRST_BACKOFF: Duration = Duration::from_millis(5);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
-/// An address the server listens on: a listener per loop, and the TLS its connections speak.
+/// An address the server listens on: its sockets (one per loop when bound here; as many as were
+/// handed over when adopted), and the TLS its connections speak.
 #[derive(Debug)]
 pub(super) struct Listener {
     pub(super) addr: SocketAddr,
     pub(super) tls: Option<TlsConfig>,
-    /// One per loop, in loop order.
-    pub(super) per_loop: Vec<StdListener>,
+    pub(super) sockets: Vec<StdListener>,
 }
 
 impl Listener {
-    /// Binds `addr` once per loop, `loops` times.
+    /// Binds `addr` once per loop, `loops` times; with `shared`, beside other processes that
+    /// listen there with `SO_REUSEPORT` (else a port in use is an error).
     ///
     /// # Errors
     ///
     /// [`ErrorKind::Listen`] if the address does not resolve or cannot be bound (in use, not
     /// allowed), naming it.
-    pub(super) fn bind(addr: impl ToSocketAddrs, loops: usize, tls: Option<TlsConfig>) -> Result<Listener, Error> {
-        let listen_error = |what: &str, e: io::Error| Error::with_source(ErrorKind::Listen, what.to_owned(), e);
+    pub(super) fn bind(
+        addr: impl ToSocketAddrs,
+        loops: usize,
+        tls: Option<TlsConfig>,
+        shared: bool,
+    ) -> Result<Listener, Error> {
         let addr = addr
             .to_socket_addrs()
             .map_err(|e| listen_error("resolve the address to listen on", e))?
             .next()
             .ok_or_else(|| Error::new(ErrorKind::Listen, "the address to listen on resolves to nothing"))?;
-        if addr.port() != 0 {
+        if addr.port() != 0 && !shared {
             // SO_REUSEPORT would let this server silently share a port another one of this
             // user listens on; a plain bind fails if anything listens there already.
             drop(StdListener::bind(addr).map_err(|e| listen_error(&format!("listen on {addr}"), e))?);
@@ -61,11 +67,34 @@ impl Listener {
         let first = bind(addr)?;
         // Port 0 means any: the others join the port the first one got.
         let addr = first.local_addr().map_err(|e| listen_error("read the bound address", e))?;
-        let mut per_loop = vec![first];
+        let mut sockets = vec![first];
         for _ in 1..loops {
-            per_loop.push(bind(addr)?);
+            sockets.push(bind(addr)?);
         }
-        Ok(Listener { addr, tls, per_loop })
+        Ok(Listener { addr, tls, sockets })
+    }
+
+    /// Listens on sockets bound elsewhere (handed over by systemd, or by the process this one
+    /// replaces), all listening TCP sockets on one address.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Listen`] for no socket, one that is not a listening TCP socket, or sockets on
+    /// different addresses.
+    pub(super) fn adopt(sockets: Vec<StdListener>, tls: Option<TlsConfig>) -> Result<Listener, Error> {
+        let mut addr = None;
+        for socket in &sockets {
+            let local = listening_tcp(socket)?;
+            match addr {
+                Some(first) if first != local => {
+                    let why = format!("sockets handed over together listen on {first} and {local}");
+                    return Err(Error::new(ErrorKind::Listen, why));
+                }
+                _ => addr = Some(local),
+            }
+        }
+        let addr = addr.ok_or_else(|| Error::new(ErrorKind::Listen, "no socket to listen on was handed over"))?;
+        Ok(Listener { addr, tls, sockets })
     }
 
     /// `http://ADDR/` or `https://ADDR/`.
@@ -73,6 +102,91 @@ impl Listener {
         let scheme = if self.tls.is_some() { "https" } else { "http" };
         format!("{scheme}://{}/", self.addr)
     }
+
+    /// Its sockets dealt out to `loops` loops: socket `i` to loop `i % loops`, and a loop left
+    /// without one (fewer sockets than loops) given a duplicate of socket `loop % sockets`, so
+    /// that every socket is accepted on and every loop accepts.
+    ///
+    /// # Errors
+    ///
+    /// Duplicating a socket failed (out of descriptors).
+    pub(super) fn per_loop(self, loops: usize) -> io::Result<Vec<Vec<StdListener>>> {
+        let mut per_loop: Vec<Vec<StdListener>> = (0..loops).map(|_| Vec::new()).collect();
+        let count = self.sockets.len();
+        for (index, sockets) in per_loop.iter_mut().enumerate().skip(count) {
+            sockets.push(self.sockets[index % count].try_clone()?);
+        }
+        for (index, socket) in self.sockets.into_iter().enumerate() {
+            per_loop[index % loops].push(socket);
+        }
+        Ok(per_loop)
+    }
+}
+
+/// One address a running server listens on, with duplicates of its sockets: what
+/// [`ServerHandle::sockets`](super::ServerHandle::sockets) gives, to hand to another process
+/// (which then accepts on the very sockets this server accepts on, so no connection is refused
+/// while both run, nor lost when this one stops).
+///
+/// # Examples
+///
+/// ```
+/// use neverblock_http::server::{Request, Response, Server};
+///
+/// let (ready, serving) = std::sync::mpsc::channel();
+/// let server = Server::builder().workers(2).on_ready(move || ready.send(()).unwrap()).bind("127.0.0.1:0").unwrap();
+/// let handle = server.handle();
+/// let running = std::thread::spawn(move || server.run(|_: &mut Request<'_>| Response::new(204)));
+/// serving.recv().unwrap();
+/// let listening = handle.sockets().unwrap();
+/// assert_eq!((listening.len(), listening[0].sockets.len(), listening[0].tls), (1, 2, false));
+/// handle.shutdown();
+/// running.join().unwrap().unwrap();
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct ListeningSockets {
+    /// `http://ADDR/` or `https://ADDR/`.
+    pub url: String,
+    /// Whether its connections speak TLS.
+    pub tls: bool,
+    /// Its sockets: one per loop when the server bound them, else those it was given.
+    pub sockets: Vec<StdListener>,
+}
+
+impl ListeningSockets {
+    /// Duplicates of `listener`'s sockets.
+    pub(super) fn of(listener: &Listener) -> io::Result<ListeningSockets> {
+        Ok(ListeningSockets {
+            url: listener.url(),
+            tls: listener.tls.is_some(),
+            sockets: listener.sockets.iter().map(StdListener::try_clone).collect::<io::Result<_>>()?,
+        })
+    }
+
+    /// Duplicates of these.
+    pub(super) fn try_clone(&self) -> io::Result<ListeningSockets> {
+        Ok(ListeningSockets {
+            url: self.url.clone(),
+            tls: self.tls,
+            sockets: self.sockets.iter().map(StdListener::try_clone).collect::<io::Result<_>>()?,
+        })
+    }
+}
+
+/// The address of `socket`, a listening TCP socket.
+fn listening_tcp(socket: &StdListener) -> Result<SocketAddr, Error> {
+    use rustix::net::{sockopt, SocketType};
+    let what = "check a socket handed over";
+    let stream = sockopt::socket_type(socket).map_err(|e| listen_error(what, e.into()))? == SocketType::STREAM;
+    let listening = sockopt::socket_acceptconn(socket).map_err(|e| listen_error(what, e.into()))?;
+    let addr = socket.local_addr().ok().filter(|_| stream && listening);
+    addr.ok_or_else(|| Error::new(ErrorKind::Listen, "a socket handed over is not a listening TCP socket"))
+}
+
+/// A failure to listen: what was being done, and why it failed.
+fn listen_error(what: &str, e: io::Error) -> Error {
+    Error::with_source(ErrorKind::Listen, what.to_owned(), e)
 }
 
 /// Accepts connections until cancelled (a shutdown) or the listener fails; returns the failure.

@@ -73,6 +73,7 @@ pub use exchange::Exchange;
 pub use handlers::{FilesThen, HttpsOnly, StaticFiles, XSendfile};
 #[cfg(feature = "client")]
 pub use handlers::{Proxy, ProxyEvent, UpstreamFailure};
+pub use listen::ListeningSockets;
 pub use observers::{AccessLog, Instrumented, LogFormat, Metrics};
 pub use registry::{is_out_of_descriptors, shed_idle_connections};
 pub use request::{Request, RequestBody, Version};
@@ -234,7 +235,7 @@ impl Server {
     /// assert_eq!(server.urls().len(), 2);
     /// ```
     pub fn listen(mut self, addr: impl std::net::ToSocketAddrs) -> Result<Server, Error> {
-        self.listeners.push(Listener::bind(addr, self.settings.loops(), None)?);
+        self.listeners.push(Listener::bind(addr, self.settings.loops(), None, self.settings.shares_ports())?);
         Ok(self)
     }
 
@@ -254,7 +255,51 @@ impl Server {
     /// assert_eq!(server.urls(), ["http://0.0.0.0:80/", "https://0.0.0.0:443/"]);
     /// ```
     pub fn listen_tls(mut self, addr: impl std::net::ToSocketAddrs, tls: &TlsConfig) -> Result<Server, Error> {
-        self.listeners.push(Listener::bind(addr, self.settings.loops(), Some(tls.clone()))?);
+        let listener = Listener::bind(addr, self.settings.loops(), Some(tls.clone()), self.settings.shares_ports())?;
+        self.listeners.push(listener);
+        Ok(self)
+    }
+
+    /// Listens on `sockets` too, bound elsewhere, for HTTP in cleartext (see
+    /// [`ServerBuilder::bind_sockets`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`ServerBuilder::bind_sockets`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Server;
+    ///
+    /// let bound_elsewhere = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    /// let server = Server::bind("127.0.0.1:0").unwrap().listen_sockets(vec![bound_elsewhere]).unwrap();
+    /// assert_eq!(server.urls().len(), 2);
+    /// ```
+    pub fn listen_sockets(mut self, sockets: Vec<std::net::TcpListener>) -> Result<Server, Error> {
+        self.listeners.push(Listener::adopt(sockets, None)?);
+        Ok(self)
+    }
+
+    /// Listens on `sockets` too, bound elsewhere, for HTTPS with `tls` (see
+    /// [`ServerBuilder::bind_sockets`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`ServerBuilder::bind_sockets`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use neverblock_http::server::{Server, TlsConfig};
+    ///
+    /// let tls = TlsConfig::from_pem_files("cert.pem", "key.pem").unwrap();
+    /// let bound_elsewhere = std::net::TcpListener::bind("0.0.0.0:443").unwrap();
+    /// let server = Server::bind("0.0.0.0:80").unwrap().listen_sockets_tls(vec![bound_elsewhere], &tls).unwrap();
+    /// # drop(server);
+    /// ```
+    pub fn listen_sockets_tls(mut self, sockets: Vec<std::net::TcpListener>, tls: &TlsConfig) -> Result<Server, Error> {
+        self.listeners.push(Listener::adopt(sockets, Some(tls.clone()))?);
         Ok(self)
     }
 
@@ -346,16 +391,15 @@ impl Server {
             }
         }
         let loops = settings.loops();
+        let handover = listeners.iter().map(ListeningSockets::of).collect::<std::io::Result<Vec<_>>>();
+        *state.handover.lock().unwrap_or_else(|p| p.into_inner()) = handover.map_err(server_error)?;
         let mut per_loop: Vec<Vec<(std::net::TcpListener, Option<TlsConfig>)>> =
             (0..loops).map(|_| Vec::new()).collect();
         for listener in listeners {
-            for (index, bound) in listener.per_loop.into_iter().enumerate() {
-                let tls =
-                    listener
-                        .tls
-                        .as_ref()
-                        .map(|tls| if settings.speaks_http2() { tls.clone() } else { tls.without_h2() });
-                per_loop[index].push((bound, tls));
+            let tls =
+                listener.tls.as_ref().map(|tls| if settings.speaks_http2() { tls.clone() } else { tls.without_h2() });
+            for (index, sockets) in listener.per_loop(loops).map_err(server_error)?.into_iter().enumerate() {
+                per_loop[index].extend(sockets.into_iter().map(|socket| (socket, tls.clone())));
             }
         }
         let ended = Builder::new().threads(loops).run(move || {
@@ -381,6 +425,7 @@ impl Server {
                 watcher.cancel();
             }
             drop(guard);
+            state.handover.lock().unwrap_or_else(|p| p.into_inner()).clear();
             state.failure.lock().unwrap_or_else(|p| p.into_inner()).take()
         });
         match ended {
@@ -418,5 +463,11 @@ fn serve_loop(
             }
         })
         .collect();
+    state.loop_started(server_loop.config.ready_hook.as_deref());
     shutdown::control(&state, index, &registry, accepts, grace);
+}
+
+/// A failure to start serving.
+fn server_error(e: std::io::Error) -> Error {
+    Error::with_source(ErrorKind::Server, "start the server's loops".to_owned(), e)
 }

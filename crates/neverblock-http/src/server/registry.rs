@@ -1,6 +1,6 @@
 //! The connections of one loop and which of them are idle, so that a graceful shutdown can close
-//! the idle ones at once and running out of file descriptors can shed the oldest idle ones (the
-//! accept loop does, and so may a handler: [`shed_idle_connections`]).
+//! the idle ones after their last call and running out of file descriptors can shed the oldest
+//! idle ones (the accept loop does, and so may a handler: [`shed_idle_connections`]).
 //!
 //! A connection is idle while it waits for a request head (its first, or the next on a kept-alive
 //! connection; before its first byte or partway through, as a slow client's): no handler works for
@@ -100,6 +100,9 @@ pub(super) struct Registry {
     entries: RefCell<Slab<Entry>>,
     /// Set once the server shuts down: connections finish their response and close.
     stopping: Cell<bool>,
+    /// Set once the shutdown's last call is over: idle connections are closed, and one that would
+    /// become idle ends instead.
+    idle_closed: Cell<bool>,
     /// How many connections have ended, ever.
     ended: Cell<u64>,
     /// Wakes every fiber waiting for connections to end.
@@ -131,6 +134,7 @@ impl Registry {
         Registry {
             entries: RefCell::new(Slab::new()),
             stopping: Cell::new(false),
+            idle_closed: Cell::new(false),
             ended: Cell::new(0),
             ended_notify: Notify::new(),
             control,
@@ -163,15 +167,29 @@ impl Registry {
         self.stopping.get()
     }
 
-    /// Starts the shutdown: busy connections close after their response, idle ones now, and those
-    /// that asked to be told are woken; returns how many were closed idle.
-    pub(super) fn stop(&self) -> usize {
+    /// Whether the shutdown's last call is over: a connection about to wait for a request ends.
+    pub(super) fn is_idle_closed(&self) -> bool {
+        self.idle_closed.get()
+    }
+
+    /// Starts the shutdown: every response from now on closes its connection (the last call),
+    /// and the connections that asked to be told are woken.
+    pub(super) fn stop(&self) {
         self.stopping.set(true);
+        for (_, entry) in self.entries.borrow().iter() {
+            if let Some(waker) = &entry.on_stop {
+                waker.wake_by_ref();
+            }
+        }
+    }
+
+    /// Ends the last call: closes the idle connections (but those that asked to be told, which end
+    /// themselves); returns how many.
+    pub(super) fn close_idle(&self) -> usize {
+        self.idle_closed.set(true);
         let mut closed = 0;
         for (_, entry) in self.entries.borrow_mut().iter_mut() {
-            if let Some(waker) = entry.on_stop.take() {
-                waker.wake();
-            } else if entry.idle_since.take().is_some() {
+            if entry.on_stop.is_none() && entry.idle_since.take().is_some() {
                 let _ = entry.stream.shutdown(Shutdown::Both);
                 closed += 1;
             }

@@ -1,26 +1,39 @@
 //! Graceful shutdown: a handle any thread may hold, a controller fiber per loop, and SIGTERM/SIGINT.
 //!
 //! [`ServerHandle::shutdown`] wakes every loop's controller (a `Notify` each, so a request made
-//! before a loop started is kept as a permit). Each controller then stops its accept loop, closes
-//! its idle connections, lets busy ones finish their response (which goes out with
-//! `Connection: close`), and waits for them up to the shutdown timeout; past it, or on
+//! before a loop started is kept as a permit). Each controller then stops its accept loop and
+//! gives its connections a last call: busy ones finish their response, which goes out with
+//! `Connection: close`, and so does the answer to a request that reaches an idle one within
+//! [`LAST_CALL`] (a second, or the shutdown timeout if shorter): a client that keeps a
+//! connection busy, as a load balancer or a load generator does, gets its last answer there and
+//! opens its next connection elsewhere (to the process that took the sockets over, after an
+//! upgrade), never a connection closed under a request it just sent. Connections still idle
+//! then are closed (RFC 9112 §9.5 lets a server close an idle connection at any time; a client
+//! sends a replayable request again). HTTP/2 connections are told `GOAWAY` at once. The
+//! controller waits for the busy ones up to the shutdown timeout; past it, or on
 //! [`ServerHandle::shutdown_now`] (a second signal), it closes them too. The server's `run`
 //! returns once every loop's connections have ended.
 
 use std::io::Read;
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use neverblock::sync::Notify;
 use neverblock::JoinHandle;
 
+use super::listen::ListeningSockets;
 use super::registry::{Counters, Registry};
 use crate::error::{Error, ErrorKind};
 
 /// How long the connections closed at the deadline get to end.
 const AFTER_DEADLINE: Duration = Duration::from_secs(1);
+
+/// How long an idle connection may still bring a last request once a graceful shutdown has
+/// begun (at most the shutdown timeout): time for a busy client's next request to arrive, well
+/// under any keep-alive timeout a client counts on.
+pub(super) const LAST_CALL: Duration = Duration::from_secs(1);
 
 /// What the handle shares with the running server's loops.
 #[derive(Debug)]
@@ -33,6 +46,11 @@ pub(super) struct ServerState {
     pub(super) counters: Vec<Arc<Counters>>,
     /// Why the server stopped on its own, if it did.
     pub(super) failure: Mutex<Option<String>>,
+    /// Duplicates of the sockets it listens on, for [`ServerHandle::sockets`], while it runs and
+    /// until its shutdown begins (then nothing holds them open once its loops let go of theirs).
+    pub(super) handover: Mutex<Vec<ListeningSockets>>,
+    /// How many loops accept connections.
+    started: AtomicUsize,
 }
 
 impl ServerState {
@@ -43,19 +61,34 @@ impl ServerState {
             controls: (0..loops).map(|_| Arc::new(Notify::new())).collect(),
             counters: (0..loops).map(|_| Arc::default()).collect(),
             failure: Mutex::new(None),
+            handover: Mutex::new(Vec::new()),
+            started: AtomicUsize::new(0),
         }
     }
 
-    fn wake_all(&self) {
+    /// Starts the shutdown: every loop's controller woken, the sockets kept for a handover let go.
+    fn stop(&self) {
+        self.stopping.store(true, SeqCst);
+        self.handover.lock().unwrap_or_else(|p| p.into_inner()).clear();
         self.controls.iter().for_each(|c| c.notify_one());
+    }
+
+    /// Counts a loop that accepts connections; once every loop does, calls `ready` (unless the
+    /// server is stopping already).
+    pub(super) fn loop_started(&self, ready: Option<&(dyn Fn() + Send + Sync)>) {
+        let started = self.started.fetch_add(1, SeqCst) + 1;
+        if started == self.controls.len() && !self.stopping.load(SeqCst) {
+            if let Some(ready) = ready {
+                ready();
+            }
+        }
     }
 
     /// Stops the server because `why` (a loop cannot go on).
     pub(super) fn fail(&self, why: String) {
         log::error!("{why}; shutting the server down");
         self.failure.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(why);
-        self.stopping.store(true, SeqCst);
-        self.wake_all();
+        self.stop();
     }
 }
 
@@ -124,8 +157,7 @@ impl ServerHandle {
     /// assert!(running.join().unwrap().is_ok(), "run returned");
     /// ```
     pub fn shutdown(&self) {
-        self.state.stopping.store(true, SeqCst);
-        self.state.wake_all();
+        self.state.stop();
     }
 
     /// Shuts down without waiting for requests in flight: every connection is closed now.
@@ -144,6 +176,25 @@ impl ServerHandle {
     pub fn shutdown_now(&self) {
         self.state.forced.store(true, SeqCst);
         self.shutdown();
+    }
+
+    /// Duplicates of the sockets the server listens on, in the order its listeners were added
+    /// (none before it runs or once its shutdown has begun): to hand to a process that will
+    /// accept on them too, such as its replacement (see [`ListeningSockets`]).
+    ///
+    /// # Errors
+    ///
+    /// Duplicating a socket failed (out of descriptors).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let server = neverblock_http::server::Server::bind("127.0.0.1:0").unwrap();
+    /// assert!(server.handle().sockets().unwrap().is_empty(), "not running yet");
+    /// ```
+    pub fn sockets(&self) -> std::io::Result<Vec<ListeningSockets>> {
+        let handover = self.state.handover.lock().unwrap_or_else(|p| p.into_inner());
+        handover.iter().map(ListeningSockets::try_clone).collect()
     }
 
     /// The counters so far.
@@ -196,9 +247,22 @@ pub(super) fn control(
         let _ = control.notified();
     }
     accepts.iter().for_each(JoinHandle::cancel);
-    let idle = registry.stop();
-    log::info!("loop {index}: shutting down: {idle} idle connections closed, {} busy", registry.len());
-    let mut deadline = Instant::now() + grace;
+    registry.stop();
+    let started = Instant::now();
+    let last_call = started + LAST_CALL.min(grace);
+    while registry.len() > 0 && !state.forced.load(SeqCst) {
+        let left = last_call.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        let _ = neverblock::timeout(left, || control.notified());
+    }
+    let idle = registry.close_idle();
+    log::info!(
+        "loop {index}: shutting down: {idle} idle connections closed after the last call, {} busy",
+        registry.len()
+    );
+    let mut deadline = started + grace;
     let mut forced = false;
     while registry.len() > 0 {
         let now = Instant::now();

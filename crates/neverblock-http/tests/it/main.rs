@@ -25,6 +25,8 @@ mod http2_sites;
 #[cfg(all(feature = "client", feature = "server"))]
 mod https;
 #[cfg(feature = "server")]
+mod listen_sockets;
+#[cfg(feature = "server")]
 mod logs;
 #[cfg(feature = "server")]
 mod metrics;

@@ -1,5 +1,6 @@
-//! Graceful shutdown through the handle: stop accepting, close idle connections, finish requests
-//! in flight, and close what is left at the deadline.
+//! Graceful shutdown through the handle: stop accepting, answer what reaches idle connections in
+//! the last call and close them then, finish requests in flight, and close what is left at the
+//! deadline.
 
 use std::io::{BufReader, Write};
 use std::sync::{mpsc, Mutex};
@@ -74,5 +75,30 @@ fn shutdown_now_does_not_wait_for_requests_in_flight() {
     entered.recv_timeout(PATIENCE).unwrap();
     server.handle.shutdown_now();
     assert_eq!(read_all(&mut stream), "");
+    server.join().unwrap();
+}
+
+#[test]
+fn a_request_that_reaches_an_idle_connection_in_the_last_call_is_answered_and_its_connection_closed() {
+    let server = Running::start(|_: &mut Request<'_>| Response::new(200).body("last"));
+    let kept = server.connect();
+    let mut kept_reader = BufReader::new(kept.try_clone().unwrap());
+    (&kept).write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    assert_eq!(read_reply(&mut kept_reader, false).status, 200);
+    let fresh = server.connect();
+    let accepted = std::time::Instant::now();
+    while server.handle.stats().accepted < 2 {
+        assert!(accepted.elapsed() < PATIENCE, "the second connection was never accepted");
+        std::thread::yield_now();
+    }
+    server.handle.shutdown();
+    // Each request is answered, then its connection closes (the answer says `Connection: close`
+    // unless the request was read before the loop's controller had begun the shutdown: a race
+    // this test does not decide).
+    for (stream, what) in [(kept, "the kept-alive connection"), (fresh, "the one that had sent nothing yet")] {
+        (&stream).write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let answer = read_all(&mut stream.try_clone().unwrap());
+        assert!(answer.starts_with("HTTP/1.1 200 OK\r\n") && answer.ends_with("last"), "{what}: {answer:?}");
+    }
     server.join().unwrap();
 }

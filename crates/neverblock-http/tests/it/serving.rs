@@ -38,7 +38,7 @@ impl Running {
     }
 
     /// Runs `server` with `handler` on a thread of its own.
-    fn started(server: Server, handler: impl Handler) -> Running {
+    pub(crate) fn started(server: Server, handler: impl Handler) -> Running {
         let (addr, handle) = (server.local_addr(), server.handle());
         let thread = std::thread::Builder::new()
             .name(format!("server-{}", addr.port()))

@@ -32,6 +32,7 @@
 //! ```
 
 mod addr;
+mod listen_fds;
 mod nonblocking;
 mod send_file;
 mod serve;
@@ -40,6 +41,7 @@ mod udp;
 mod unix;
 
 pub use addr::ToSocketAddrs;
+pub use listen_fds::{ListenFds, PARENT_PID_VAR};
 
 /// How many connections may wait to be accepted; the kernel caps it at `net.core.somaxconn`.
 const BACKLOG: i32 = 4096;

@@ -16,8 +16,12 @@
 //!   `libc`: rustix has no signal handlers.
 //! - [`kernel_tls`]: whether the kernel offers TLS on TCP sockets. `unsafe`, through
 //!   `libc`: rustix has no `TCP_ULP`.
+//! - [`inherit`]: descriptors across `exec`: claiming those handed to this process by number,
+//!   and placing those handed to a child at fixed numbers in the child alone (`pre_exec`).
+//!   `unsafe`: std has no safe call for either.
 
 pub(crate) mod epoll;
+pub(crate) mod inherit;
 pub(crate) mod kernel_tls;
 pub(crate) mod memory;
 pub(crate) mod overflow;

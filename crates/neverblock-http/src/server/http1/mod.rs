@@ -78,7 +78,7 @@ pub(super) fn serve(
     let mut first = true;
     let addresses = Addresses { peer, local, tls: tls_info.as_ref() };
     loop {
-        if server_loop.registry.is_stopping() {
+        if server_loop.registry.is_idle_closed() {
             return;
         }
         let now = Instant::now();
