@@ -83,6 +83,11 @@ pub(crate) struct ServeArgs {
     /// Serve Prometheus metrics (text format 0.0.4) at this path, e.g. `/metrics` (default: none).
     #[arg(long, value_name = "PATH")]
     pub(crate) metrics_path: Option<String>,
+    /// Warn when a loop has not come back to its event loop for this long (a handler computing or
+    /// blocking without parking holds every connection of its loop): the warning names the
+    /// connection, its request and how long; a second says when it let go. `0` turns it off.
+    #[arg(long, value_name = "DURATION", default_value = "100ms", value_parser = humantime::parse_duration)]
+    pub(crate) stall_warning: Duration,
 }
 
 pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -106,7 +111,11 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     let log = access_log(&args)?;
     let metrics = args.metrics_path.as_ref().map(|_| Metrics::new());
     let upstream = upstream(&args, metrics.as_ref())?;
-    let mut builder = Server::builder().workers(workers).shutdown_on_signals().http2(!args.no_http2);
+    let mut builder = Server::builder()
+        .workers(workers)
+        .shutdown_on_signals()
+        .http2(!args.no_http2)
+        .stall_warning(args.stall_warning);
     if let Some(hook) = response_hook(log.clone(), metrics.clone()) {
         builder = builder.on_response(hook);
     }

@@ -28,6 +28,8 @@ mod https;
 mod logs;
 #[cfg(feature = "server")]
 mod metrics;
+#[cfg(feature = "server")]
+mod naming;
 #[cfg(all(feature = "client", feature = "server"))]
 mod proxy;
 #[cfg(feature = "server")]
