@@ -361,7 +361,8 @@ impl Server {
         }
         let ended = Builder::new().threads(loops).stall_warning(settings.stall_threshold()).run(move || {
             let (guard, reader) = signals.map_or((None, None), |(guard, reader)| (Some(guard), Some(reader)));
-            let watcher = reader.map(|reader| neverblock::spawn(move || Signals::watch(reader, handle)));
+            let watcher =
+                reader.map(|reader| neverblock::spawn_named("signals", move || Signals::watch(reader, handle)));
             let mut per_loop = per_loop.into_iter().enumerate();
             let first = per_loop.next();
             let others: Vec<_> = per_loop

@@ -7,7 +7,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::shapes::{Lines, Panel};
-use super::{compact, Colours};
+use super::{compact, Colours, REFERENCE};
 
 /// One panel's width and the picture's height, in pixels.
 const PANEL_WIDTH: u32 = 560;
@@ -74,18 +74,26 @@ where
         .light_line_style(WHITE.mix(0.0))
         .draw()
         .map_err(plot_error)?;
-    for series in &panel.series {
-        let colour = colours.of_implementation(&series.implementation);
-        let line = if series.reference {
-            // A bound, not a measurement: thin and grey-dashed beside the measured lines.
-            let dashes = DashedLineSeries::new(series.points.iter().copied(), 8, 5, colour.mix(0.6).stroke_width(2));
+    for (i, series) in panel.series.iter().enumerate() {
+        let (colour, width) = if series.reference {
+            // A bound, not a measurement: thin, grey and dashed beside the measured lines.
+            (REFERENCE, 2)
+        } else {
+            // Each later line thinner, so one drawn over another (both at a bound) leaves it showing.
+            (colours.of_implementation(&series.implementation), 5u32.saturating_sub(i as u32).max(2))
+        };
+        let style = colour.stroke_width(width);
+        let drawn = if series.reference {
+            let dashes = DashedLineSeries::new(series.points.iter().copied(), 8, 5, style);
             chart.draw_series(dashes).map_err(plot_error)?
         } else {
-            let line = LineSeries::new(series.points.iter().copied(), colour.stroke_width(3)).point_size(4);
+            let marker = width + 1;
+            let line = LineSeries::new(series.points.iter().copied(), style).point_size(marker);
             chart.draw_series(line).map_err(plot_error)?
         };
-        line.label(series.implementation.as_str())
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 18, y + 5)], colour.filled()));
+        drawn
+            .label(series.implementation.as_str())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(width)));
     }
     chart
         .configure_series_labels()

@@ -42,6 +42,8 @@ pub(crate) struct Colours(Vec<(String, RGBColor)>);
 
 const NEVERBLOCK: RGBColor = RGBColor(0x00, 0x72, 0xB2);
 const BLOCKING: RGBColor = RGBColor(0x80, 0x80, 0x80);
+/// A reference line (a bound), not an implementation's.
+const REFERENCE: RGBColor = RGBColor(0xA0, 0xA0, 0xA0);
 const PALETTE: [RGBColor; 8] = [
     RGBColor(0xD5, 0x5E, 0x00),
     RGBColor(0x00, 0x9E, 0x73),

@@ -24,11 +24,18 @@ fn texts(svg: &str) -> Vec<String> {
         .collect()
 }
 
-/// How many `<polyline>`s are stroked in `colour`: a line series each.
+/// How many `<polyline>`s of three points or more are stroked in `colour`: a line series each
+/// (a legend's sample is a two-point line).
 fn lines_in(svg: &str, colour: &str) -> usize {
     svg.split("<polyline")
         .skip(1)
-        .filter(|p| p.split("/>").next().unwrap_or("").contains(&format!("stroke=\"{colour}\"")))
+        .filter_map(|p| p.split("/>").next())
+        .filter(|p| p.contains(&format!("stroke=\"{colour}\"")))
+        .filter(|p| {
+            p.split("points=\"")
+                .nth(1)
+                .is_some_and(|points| points.split('"').next().unwrap_or("").split_whitespace().count() >= 3)
+        })
         .count()
 }
 
@@ -90,7 +97,7 @@ fn bars_show_each_implementation_in_its_colour_per_configuration_with_a_legend()
 fn pg_mix_draws_the_advantage_against_k_in_a_panel_per_concurrency() {
     let mut rows = Vec::new();
     for concurrency in [10, 100] {
-        for k in [5, 20] {
+        for k in [5, 20, 50] {
             let params = json!({"k": k, "concurrency": concurrency});
             rows.push(row("pg-mix", "neverblock", params.clone(), &[("seconds", 0.5), ("advantage_x", 4.0)]));
             rows.push(row("pg-mix", "blocking", params.clone(), &[("seconds", 2.0)]));
@@ -101,8 +108,8 @@ fn pg_mix_draws_the_advantage_against_k_in_a_panel_per_concurrency() {
     assert_eq!(lines.panels.len(), 2);
     let names: Vec<&str> = lines.panels[0].series.iter().map(|s| s.implementation.as_str()).collect();
     assert_eq!(names, ["neverblock", "go-pgx"], "the blocking row is what the others are measured against");
-    assert_eq!(lines.panels[0].series[0].points, [(5.0, 4.0), (20.0, 4.0)]);
-    assert_eq!(lines.panels[0].series[1].points, [(5.0, 2.0), (20.0, 2.0)]);
+    assert_eq!(lines.panels[0].series[0].points, [(5.0, 4.0), (20.0, 4.0), (50.0, 4.0)]);
+    assert_eq!(lines.panels[0].series[1].points, [(5.0, 2.0), (20.0, 2.0), (50.0, 2.0)]);
     let svg = draw(&rows, "seconds").unwrap();
     for text in [
         "10 clients at once",
