@@ -66,7 +66,11 @@ fn run() {
     loop {
         let period = {
             let mut watched = WATCHED.lock().ignore_poison();
-            watched.loops.retain(|watch| watch.warned.is_some() || !watch.beacon.has_ended());
+            // A loop is let go once it has ended (or its scheduler is gone without running), unless
+            // the end of its stall is still to be told.
+            watched.loops.retain(|watch| {
+                watch.warned.is_some() || (!watch.beacon.has_ended() && Arc::strong_count(&watch.beacon) > 1)
+            });
             while watched.loops.is_empty() {
                 watched = ADDED.wait(watched).ignore_poison();
             }
@@ -94,7 +98,8 @@ fn look(watch: &mut Watch, now: u64) -> Option<String> {
         if started == *stalled_at {
             return None; // still held: one warning is enough
         }
-        let total = beacon.stall_length(*stalled_at).unwrap_or_else(|| Duration::from_nanos(now - stalled_at));
+        let total =
+            beacon.stall_length(*stalled_at).unwrap_or_else(|| Duration::from_nanos(now.saturating_sub(*stalled_at)));
         let message = format!("{} is back in its event loop after {total:.1?}; {holder} held it", loop_name(beacon));
         watch.warned = None;
         return Some(message);
