@@ -111,6 +111,11 @@ pub(crate) struct ServeArgs {
     /// Serve Prometheus metrics (text format 0.0.4) at this path, e.g. `/metrics` (default: none).
     #[arg(long, value_name = "PATH")]
     pub(crate) metrics_path: Option<String>,
+    /// Warn when a loop has not come back to its event loop for this long (a handler computing or
+    /// blocking without parking holds every connection of its loop): the warning names the
+    /// connection, its request and how long; a second says when it let go. `0` turns it off.
+    #[arg(long, value_name = "DURATION", default_value = "100ms", value_parser = humantime::parse_duration)]
+    pub(crate) stall_warning: Duration,
 }
 
 /// Serves as `args` say, on the sockets in `handed` that they name.
@@ -144,7 +149,8 @@ pub(crate) fn run(args: ServeArgs, mut handed: ListenFds) -> anyhow::Result<()> 
         .shutdown_on_signals()
         .http2(!args.no_http2)
         .reuse_port(args.reuse_port)
-        .on_ready(on_ready(pid_file.clone(), ready_pipe));
+        .on_ready(on_ready(pid_file.clone(), ready_pipe))
+        .stall_warning(args.stall_warning);
     if let Some(hook) = response_hook(log.clone(), metrics.clone()) {
         builder = builder.on_response(hook);
     }

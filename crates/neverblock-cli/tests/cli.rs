@@ -28,6 +28,20 @@ fn rows(stdout: &str) -> Vec<Value> {
 }
 
 #[test]
+fn bench_all_draws_a_chart_per_benchmark_into_its_directory() {
+    let dir = std::env::temp_dir().join(format!("neverblock-charts-{}", std::process::id()));
+    let (ok, _, stderr) = neverblock(&["bench", "all", "--json", "--charts", dir.to_str().unwrap()]);
+    assert!(ok, "{stderr}");
+    for bench in ["fiber-chain", "fiber-switch", "spawn-join", "channel-ping-pong"] {
+        let svg = std::fs::read_to_string(dir.join(format!("{bench}.svg"))).unwrap_or_else(|e| panic!("{bench}: {e}"));
+        assert!(svg.starts_with("<svg") && svg.contains(&format!("\n{bench}\n</text>")), "{bench}: {svg}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    let (ok, _, stderr) = neverblock(&["bench", "all", "--chart", "one.svg"]);
+    assert!(!ok && stderr.contains("--charts DIR"), "{stderr}");
+}
+
+#[test]
 fn fiber_switch_prints_one_json_row_per_configuration() {
     let (ok, stdout, stderr) = neverblock(&["bench", "fiber-switch", "--t", "10", "--n", "50", "--json"]);
     assert!(ok, "{stderr}");
@@ -218,8 +232,15 @@ fn get_reports_refused_connections_as_errors() {
 
 #[test]
 fn delay_client_bench_prints_a_row_per_client() {
-    let (ok, stdout, stderr) = neverblock(&["bench", "delay-client", "--delays", "0,20", "-n", "50", "--json"]);
+    let chart = std::env::temp_dir().join(format!("neverblock-delay-chart-{}.svg", std::process::id()));
+    let args = ["bench", "delay-client", "--delays", "0,20", "-n", "50", "--json", "--chart", chart.to_str().unwrap()];
+    let (ok, stdout, stderr) = neverblock(&args);
     assert!(ok, "{stderr}");
+    let svg = std::fs::read_to_string(&chart).expect("the chart was written");
+    std::fs::remove_file(&chart).unwrap();
+    for text in ["requests/s", "server delay (ms)", "neverblock", "blocking", "os-threads"] {
+        assert!(svg.contains(&format!("\n{text}\n</text>")), "{text} in the chart: {svg}");
+    }
     let rows = rows(&stdout);
     for implementation in ["neverblock", "blocking", "os-threads"] {
         let mine: Vec<_> = rows.iter().filter(|r| r["impl"] == implementation).collect();

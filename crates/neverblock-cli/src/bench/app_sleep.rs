@@ -54,7 +54,7 @@ pub(crate) fn run(args: AppSleepArgs) -> anyhow::Result<()> {
     let blocking = serve_blocking(Connection::connect(&target.config)?, sql)?;
     let blocking_row = row("blocking", load(&blocking.url, args.clients, args.window));
     drop(blocking);
-    report::print(vec![fibered_row, blocking_row], "requests_per_s", args.common.json);
+    report::print(vec![fibered_row, blocking_row], "requests_per_s", &args.common)?;
     Ok(())
 }
 

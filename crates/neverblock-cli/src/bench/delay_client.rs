@@ -76,7 +76,7 @@ pub(crate) fn run(args: DelayClientArgs) -> anyhow::Result<()> {
             }
         }
     }
-    report::print(rows, "requests_per_s", args.common.json);
+    report::print(rows, "requests_per_s", &args.common)?;
     Ok(())
 }
 

@@ -167,7 +167,7 @@ pub(crate) fn run(args: ChainArgs) -> anyhow::Result<()> {
             [("t", args.t.to_string()), ("warmup", args.warmup.to_string()), ("runs", args.runs.to_string())];
         rows.extend(peers::run("fiber-chain", &peer_params));
     }
-    report::print(rows, "mean_s", args.common.json);
+    report::print(rows, "mean_s", &args.common)?;
     Ok(())
 }
 
@@ -279,6 +279,6 @@ fn find_max(args: &ChainArgs) -> anyhow::Result<()> {
     .metric("run_s", best.seconds)
     .metric("peak_rss_bytes", best.rss)
     .metric("rss_per_fiber_bytes", best.rss / best.t.max(1));
-    report::print(vec![row], "max_fibers_count", args.common.json);
+    report::print(vec![row], "max_fibers_count", &args.common)?;
     Ok(())
 }

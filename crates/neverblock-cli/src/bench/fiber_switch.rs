@@ -95,6 +95,6 @@ pub(crate) fn run(args: SwitchArgs) -> anyhow::Result<()> {
             rows.extend(peers::run("fiber-switch", &params));
         }
     }
-    report::print(rows, "round_trip_ns", args.common.json);
+    report::print(rows, "round_trip_ns", &args.common)?;
     Ok(())
 }

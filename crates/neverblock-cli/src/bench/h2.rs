@@ -92,7 +92,7 @@ pub(crate) fn run(args: H2Args) -> anyhow::Result<()> {
             }
         }
     }
-    report::print(rows, "requests_per_s", args.common.json);
+    report::print(rows, "requests_per_s", &args.common)?;
     Ok(())
 }
 

@@ -65,7 +65,7 @@ pub(crate) fn run(args: HelloArgs) -> anyhow::Result<()> {
         };
         rows.extend(side_by_side::measure(&case, &contenders, &args.load));
     }
-    report::print(rows, "requests_per_s", args.common.json);
+    report::print(rows, "requests_per_s", &args.common)?;
     Ok(())
 }
 

@@ -66,6 +66,6 @@ pub(crate) fn run(args: StaticArgs) -> anyhow::Result<()> {
             rows.extend(side_by_side::measure(&case, &contenders, &args.load));
         }
     }
-    report::print(rows, "requests_per_s", args.common.json);
+    report::print(rows, "requests_per_s", &args.common)?;
     Ok(())
 }

@@ -92,7 +92,7 @@ pub(crate) fn run(args: HttpsArgs) -> anyhow::Result<()> {
             rows.extend(measured.into_iter().map(|row| with_mb_per_s(row, setup)));
         }
     }
-    report::print(rows, "requests_per_s", args.common.json);
+    report::print(rows, "requests_per_s", &args.common)?;
     Ok(())
 }
 

@@ -64,7 +64,7 @@ pub(crate) fn run(args: IdleArgs) -> anyhow::Result<()> {
     for (name, command) in servers {
         rows.extend(measure(&name, command, &args)?);
     }
-    report::print(rows, "requests_per_s", args.common.json);
+    report::print(rows, "requests_per_s", &args.common)?;
     Ok(())
 }
 

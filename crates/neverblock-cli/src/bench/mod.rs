@@ -2,6 +2,7 @@
 
 mod app_sleep;
 mod certificates;
+mod chart;
 mod delay_client;
 mod downloads;
 mod fiber_chain;
@@ -26,6 +27,8 @@ mod slow_clients;
 mod std_client;
 mod throttle;
 mod xsendfile;
+
+use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
@@ -88,7 +91,17 @@ pub(crate) enum Bench {
     ServeHello(http_hello::ServeHelloArgs),
     /// The fiber and runtime benchmarks (fiber-chain, fiber-switch, spawn-join, channel-ping-pong)
     /// with defaults.
-    All(Common),
+    All(AllArgs),
+}
+
+/// Options of `bench all`.
+#[derive(Args, Debug)]
+pub(crate) struct AllArgs {
+    /// Draw each benchmark's chart into this directory, as `NAME.svg` (made if missing).
+    #[arg(long, value_name = "DIR")]
+    charts: Option<PathBuf>,
+    #[command(flatten)]
+    common: Common,
 }
 
 /// Options every benchmark takes.
@@ -102,6 +115,18 @@ pub(crate) struct Common {
     /// may_minihttp for the HTTP servers.
     #[arg(long)]
     peers: bool,
+    /// Also draw the results as an SVG picture into this file: lines against the varied
+    /// parameter where the experiment has one (pg-mix, slow-clients, delay-client), else
+    /// side-by-side bars of each implementation.
+    #[arg(long, value_name = "FILE.svg")]
+    chart: Option<PathBuf>,
+}
+
+impl Common {
+    /// These options, the chart drawn to `DIR/NAME.svg` when `dir` is given.
+    fn charted(&self, dir: Option<&PathBuf>, name: &str) -> Common {
+        Common { chart: dir.map(|dir| dir.join(format!("{name}.svg"))), ..self.clone() }
+    }
 }
 
 /// A `/proc/self/status` field given in kB (`VmRSS:`, `VmHWM:`), in bytes.
@@ -141,11 +166,16 @@ impl Bench {
             Bench::ServeHello(args) => http_hello::serve(args),
             Bench::ProxyHello(args) => proxy_hello::run(args),
             Bench::Xsendfile(args) => xsendfile::run(args),
-            Bench::All(common) => {
-                fiber_chain::run(fiber_chain::ChainArgs::defaults(common.clone()))?;
-                fiber_switch::run(fiber_switch::SwitchArgs::defaults(common.clone()))?;
-                runtime::spawn_join(runtime::SpawnJoinArgs::defaults(common.clone()))?;
-                runtime::ping_pong(runtime::PingPongArgs::defaults(common))
+            Bench::All(AllArgs { charts, common }) => {
+                anyhow::ensure!(common.chart.is_none(), "bench all draws a chart per benchmark: give --charts DIR");
+                if let Some(dir) = &charts {
+                    std::fs::create_dir_all(dir)?;
+                }
+                let dir = charts.as_ref();
+                fiber_chain::run(fiber_chain::ChainArgs::defaults(common.charted(dir, "fiber-chain")))?;
+                fiber_switch::run(fiber_switch::SwitchArgs::defaults(common.charted(dir, "fiber-switch")))?;
+                runtime::spawn_join(runtime::SpawnJoinArgs::defaults(common.charted(dir, "spawn-join")))?;
+                runtime::ping_pong(runtime::PingPongArgs::defaults(common.charted(dir, "channel-ping-pong")))
             }
         }
     }

@@ -172,7 +172,7 @@ pub(crate) fn sleep(args: SleepArgs) -> anyhow::Result<()> {
         conn.query(&sql, &[])?;
     }
     let blocking = start.elapsed().as_secs_f64();
-    report::print(vec![row("neverblock", fibered), row("blocking", blocking)], "seconds", args.common.json);
+    report::print(vec![row("neverblock", fibered), row("blocking", blocking)], "seconds", &args.common)?;
     Ok(())
 }
 
@@ -219,7 +219,7 @@ pub(crate) fn mix(args: MixArgs) -> anyhow::Result<()> {
             }
         }
     }
-    report::print(rows, "seconds", args.common.json);
+    report::print(rows, "seconds", &args.common)?;
     Ok(())
 }
 
@@ -312,7 +312,7 @@ pub(crate) fn select1(args: Select1Args) -> anyhow::Result<()> {
             }
         }
     }
-    report::print(rows, "queries_per_s", args.common.json);
+    report::print(rows, "queries_per_s", &args.common)?;
     Ok(())
 }
 

@@ -72,7 +72,7 @@ pub(crate) fn run(args: ProxyHelloArgs) -> anyhow::Result<()> {
         tls: None,
     };
     let rows = side_by_side::measure(&case, &contenders, &args.load);
-    report::print(rows, "requests_per_s", args.common.json);
+    report::print(rows, "requests_per_s", &args.common)?;
     Ok(())
 }
 

@@ -1,7 +1,9 @@
-//! Result rows: a readable table, or one JSON object per row.
+//! Result rows: a readable table, or one JSON object per row; and their chart when asked.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+
+use super::{chart, Common};
 
 /// One measured configuration: `{"bench", "impl", "params", "metrics"}`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -35,8 +37,29 @@ impl Row {
 }
 
 /// Adds `vs_neverblock_ratio` (this row's `key` ÷ neverblock's, for rows with the
-/// same params) to every row, then prints them.
-pub(crate) fn print(mut rows: Vec<Row>, key: &str, json: bool) {
+/// same params) to every row, then prints them (as JSON with `--json`) and, with
+/// `--chart FILE`, draws them there.
+///
+/// # Errors
+///
+/// When the chart cannot be drawn or written.
+pub(crate) fn print(rows: Vec<Row>, key: &str, common: &Common) -> anyhow::Result<()> {
+    let rows = with_ratios(rows, key);
+    if common.json {
+        for row in &rows {
+            println!("{}", serde_json::to_string(row).expect("rows serialise"));
+        }
+    } else {
+        print_table(&rows);
+    }
+    match &common.chart {
+        Some(path) => chart::write(&rows, key, path),
+        None => Ok(()),
+    }
+}
+
+/// `rows` with each one's `vs_neverblock_ratio`, grouped by configuration in the order neverblock ran them.
+fn with_ratios(mut rows: Vec<Row>, key: &str) -> Vec<Row> {
     let baselines: Vec<(Map<String, Value>, f64)> = rows
         .iter()
         .filter(|r| r.implementation == "neverblock")
@@ -52,13 +75,7 @@ pub(crate) fn print(mut rows: Vec<Row>, key: &str, json: bool) {
     }
     // Group rows by configuration, in the order neverblock ran them.
     rows.sort_by_key(|r| baselines.iter().position(|(p, _)| *p == r.params).unwrap_or(usize::MAX));
-    if json {
-        for row in &rows {
-            println!("{}", serde_json::to_string(row).expect("rows serialise"));
-        }
-    } else {
-        print_table(&rows);
-    }
+    rows
 }
 
 /// `x` to three decimals, as rows show figures.

@@ -90,7 +90,7 @@ pub(crate) fn spawn_join(args: SpawnJoinArgs) -> anyhow::Result<()> {
     if args.common.peers {
         rows.extend(peers::run_go_best("spawn-join", &[("n", n.to_string())], "per_fiber_ns", GO_PROCESSES));
     }
-    report::print(rows, "per_fiber_ns", args.common.json);
+    report::print(rows, "per_fiber_ns", &args.common)?;
     Ok(())
 }
 
@@ -126,7 +126,7 @@ pub(crate) fn ping_pong(args: PingPongArgs) -> anyhow::Result<()> {
     if args.common.peers {
         rows.extend(peers::run_go_best("channel-ping-pong", &[("n", n.to_string())], "round_trip_ns", GO_PROCESSES));
     }
-    report::print(rows, "round_trip_ns", args.common.json);
+    report::print(rows, "round_trip_ns", &args.common)?;
     Ok(())
 }
 
@@ -174,6 +174,6 @@ pub(crate) fn sleepers(args: SleepersArgs) -> anyhow::Result<()> {
     if args.common.peers {
         rows.extend(peers::run_go("sleepers", &[("n", n.to_string()), ("sleep_ms", args.sleep_ms.to_string())]));
     }
-    report::print(rows, "wake_all_s", args.common.json);
+    report::print(rows, "wake_all_s", &args.common)?;
     Ok(())
 }

@@ -69,7 +69,7 @@ pub(crate) fn run(args: SlowClientsArgs) -> anyhow::Result<()> {
             rows.push(row("nginx", &params, clients, &args, &peer));
         }
     }
-    report::print(rows, "mb_per_s", args.common.json);
+    report::print(rows, "mb_per_s", &args.common)?;
     Ok(())
 }
 

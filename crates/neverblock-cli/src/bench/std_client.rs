@@ -75,7 +75,7 @@ pub(crate) fn run(args: StdClientArgs) -> anyhow::Result<()> {
         let (ok, seconds) = on_fibers(&url, args.requests, threads, client);
         rows.push(row(name, ok, args.requests - ok, seconds));
     }
-    report::print(rows, "requests_per_s", args.common.json);
+    report::print(rows, "requests_per_s", &args.common)?;
     Ok(())
 }
 

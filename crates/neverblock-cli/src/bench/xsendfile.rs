@@ -97,7 +97,7 @@ pub(crate) fn run(args: XSendfileArgs) -> anyhow::Result<()> {
             rows.push(row(name, &params, tallies, clients, args.rate, args.window));
         }
     }
-    report::print(rows, "aggregate_mb_per_s", args.common.json);
+    report::print(rows, "aggregate_mb_per_s", &args.common)?;
     Ok(())
 }
 

@@ -84,6 +84,7 @@ pub struct ServerBuilder {
     signals: bool,
     http2: bool,
     reuse_port: bool,
+    stall_warning: Duration,
 }
 
 impl Default for ServerBuilder {
@@ -105,6 +106,7 @@ impl Default for ServerBuilder {
             signals: false,
             http2: true,
             reuse_port: false,
+            stall_warning: neverblock::runtime::DEFAULT_STALL_WARNING,
         }
     }
 }
@@ -118,6 +120,7 @@ impl fmt::Debug for ServerBuilder {
             .field("signals", &self.signals)
             .field("http2", &self.http2)
             .field("reuse_port", &self.reuse_port)
+            .field("stall_warning", &self.stall_warning)
             .finish_non_exhaustive()
     }
 }
@@ -412,6 +415,26 @@ impl ServerBuilder {
         self
     }
 
+    /// Warns when a loop has not come back to its event loop for longer than `threshold`: a
+    /// handler computed or blocked without parking, and every connection of its loop waited. The
+    /// warning names the connection (`http 203.0.113.7:50312`) and the request it was answering
+    /// (`GET /report`); see [`Builder::stall_warning`](neverblock::runtime::Builder::stall_warning).
+    /// Default 100 ms; `Duration::ZERO` turns it off.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use neverblock_http::server::Server;
+    ///
+    /// let patient = Server::builder().stall_warning(Duration::from_secs(1)).bind("127.0.0.1:0").unwrap();
+    /// # drop(patient);
+    /// ```
+    pub fn stall_warning(mut self, threshold: Duration) -> ServerBuilder {
+        self.stall_warning = threshold;
+        self
+    }
+
     /// Listens on `addr` for HTTP in cleartext (a listener per loop, all on one port; port 0 picks a
     /// free one). More listeners, cleartext or TLS, can be added to the server
     /// ([`Server::listen`], [`Server::listen_tls`]).
@@ -530,5 +553,9 @@ impl ServerBuilder {
 
     pub(super) fn shares_ports(&self) -> bool {
         self.reuse_port
+    }
+
+    pub(super) fn stall_threshold(&self) -> Duration {
+        self.stall_warning
     }
 }

@@ -17,10 +17,11 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use neverblock::net::TcpListener;
+use neverblock::runtime::TaskBuilder;
 
 use super::registry::{is_out_of_descriptors, SHED_WAIT};
 use super::tls::TlsConfig;
-use super::{connection, ServerLoop};
+use super::{connection, naming, ServerLoop};
 use crate::error::{Error, ErrorKind};
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(5);
@@ -200,9 +201,11 @@ pub(super) fn accept_loop(listener: TcpListener, tls: Option<TlsConfig>, server_
                     log::warn!("accepting again");
                 }
                 server_loop.registry.counters().accepted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let name = naming::connection(peer, tls.is_some());
                 let (server_loop, tls) = (server_loop.clone(), tls.clone());
-                if let Err(e) =
-                    neverblock::try_spawn(move || connection::serve(stream, peer, &server_loop, tls.as_ref()))
+                if let Err(e) = TaskBuilder::new()
+                    .name(&name)
+                    .try_spawn(move || connection::serve(stream, peer, &server_loop, tls.as_ref()))
                 {
                     log::error!("connection from {peer} closed unserved: {e}");
                 }

@@ -50,6 +50,7 @@ mod handlers;
 mod http1;
 mod http2;
 mod listen;
+mod naming;
 mod observers;
 mod panics;
 mod registry;
@@ -402,9 +403,10 @@ impl Server {
                 per_loop[index].extend(sockets.into_iter().map(|socket| (socket, tls.clone())));
             }
         }
-        let ended = Builder::new().threads(loops).run(move || {
+        let ended = Builder::new().threads(loops).stall_warning(settings.stall_threshold()).run(move || {
             let (guard, reader) = signals.map_or((None, None), |(guard, reader)| (Some(guard), Some(reader)));
-            let watcher = reader.map(|reader| neverblock::spawn(move || Signals::watch(reader, handle)));
+            let watcher =
+                reader.map(|reader| neverblock::spawn_named("signals", move || Signals::watch(reader, handle)));
             let mut per_loop = per_loop.into_iter().enumerate();
             let first = per_loop.next();
             let others: Vec<_> = per_loop
@@ -452,7 +454,10 @@ fn serve_loop(
         .map(|(listener, tls)| match TcpListener::from_std(listener) {
             Ok(listener) => {
                 let (failed, server_loop) = (state.clone(), server_loop.clone());
-                neverblock::spawn(move || {
+                let scheme = if tls.is_some() { "https" } else { "http" };
+                let url =
+                    listener.local_addr().map_or_else(|_| format!("{scheme}://?/"), |a| format!("{scheme}://{a}/"));
+                neverblock::spawn_named(&naming::accept_loop(&url), move || {
                     let error = listen::accept_loop(listener, tls, server_loop);
                     failed.fail(format!("accepting on loop {index} failed: {error}"));
                 })

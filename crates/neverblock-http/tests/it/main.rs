@@ -30,6 +30,8 @@ mod listen_sockets;
 mod logs;
 #[cfg(feature = "server")]
 mod metrics;
+#[cfg(feature = "server")]
+mod naming;
 #[cfg(all(feature = "client", feature = "server"))]
 mod proxy;
 #[cfg(feature = "server")]

@@ -107,6 +107,9 @@ fn the_page_parses_and_its_counters_move_with_requests() {
         assert!(after.get(&format!("neverblock_fibers{{loop=\"{index}\"}}")) >= 1.0, "each loop's accept fiber");
         // Present for each loop (`get` fails on a missing sample).
         after.get(&format!("neverblock_run_queue_length{{loop=\"{index}\"}}"));
+        assert_eq!(after.get(&format!("neverblock_loop_stalls_total{{loop=\"{index}\"}}")), 0.0, "nothing held a loop");
+        let turns = after.get(&format!("neverblock_loop_turn_seconds{{loop=\"{index}\"}}:+Inf"));
+        assert!(turns >= 1.0, "loop {index} turned at least once: {turns}");
     }
 }
 

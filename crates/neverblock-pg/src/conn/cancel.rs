@@ -109,7 +109,7 @@ impl Connection {
         };
         // Outside a runtime nothing has expired: send it here.
         if neverblock::current_task_id().is_some() {
-            neverblock::spawn(send);
+            neverblock::spawn_named("pg cancel request", send);
         } else {
             send();
         }

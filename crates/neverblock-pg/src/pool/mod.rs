@@ -519,7 +519,7 @@ impl Inner {
         };
         // Outside a runtime nothing expires, so cleaning here is fine.
         if neverblock::current_task_id().is_some() {
-            neverblock::spawn(clean);
+            neverblock::spawn_named(&format!("pg cleaner {}", self.settings.config.get_host()), clean);
         } else {
             clean();
         }

@@ -322,8 +322,9 @@ impl SharedConnections {
             capacity: self.capacity.clone(),
         });
         let (writer, reader) = (conn.clone(), conn.clone());
-        neverblock::spawn(move || writer.write_loop());
-        neverblock::spawn(move || reader.read_loop(framed));
+        let host = self.config.get_host();
+        neverblock::spawn_named(&format!("pg shared writer {host}"), move || writer.write_loop());
+        neverblock::spawn_named(&format!("pg shared reader {host}"), move || reader.read_loop(framed));
         self.conns.borrow_mut().push(conn.clone());
         drop(opening);
         Ok(conn)

@@ -129,3 +129,20 @@ fn shared_mode_outside_a_runtime_is_a_clear_error() {
     let pool = Pool::builder(config()).max_size(1).shared(1).build();
     assert!(matches!(pool.query("select 1", &[]), Err(Error::Usage(_))));
 }
+
+#[test]
+fn the_dump_names_each_shared_connections_reader_and_writer() {
+    run(|| {
+        let pool = Pool::builder(config()).max_size(1).shared(1).build();
+        pool.query("select 1", &[]).unwrap();
+        let dump = neverblock::runtime::dump().unwrap();
+        let host = config().get_host().to_string();
+        for fiber in ["reader", "writer"] {
+            let line = dump
+                .lines()
+                .find(|l| l.contains(&format!("\"pg shared {fiber} {host}\"")))
+                .unwrap_or_else(|| panic!("{dump}"));
+            assert!(line.contains("is parked on"), "{line}");
+        }
+    });
+}

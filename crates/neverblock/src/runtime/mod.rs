@@ -41,9 +41,11 @@
 //! assert!(start.elapsed() < Duration::from_secs(1), "100 sleeps of 20 ms overlap");
 //! ```
 
+mod beacon;
 mod blocking;
 #[cfg(feature = "hooks")]
 pub(crate) mod fd_waits;
+mod label;
 pub(crate) mod polling;
 pub(crate) mod registration;
 mod remote;
@@ -51,6 +53,7 @@ mod reply;
 #[allow(unsafe_code)]
 mod running;
 pub(crate) mod scheduler;
+mod sentinel;
 mod stats;
 mod task;
 mod task_builder;
@@ -66,15 +69,19 @@ pub(crate) use blocking::spawn_blocking_abandonable;
 pub use blocking::{spawn_blocking, MAX_BLOCKING_THREADS};
 // Also here, where it first lived; it sits above `sync`, whose `Notify` its workers wait on.
 pub use crate::fiber_pool::FiberPool;
-pub use scheduler::{LoopStats, Parked};
+pub use label::{TaskActivity, ACTIVITY_BYTES};
+pub use scheduler::{LoopStats, Parked, TurnHistogram};
 pub use stats::stats;
 pub use task::{JoinError, JoinHandle};
 pub use task_builder::TaskBuilder;
 pub use threads::{
     available_threads, spawn_least_loaded, spawn_on, thread_count, thread_index, Builder, RemoteJoinHandle,
+    DEFAULT_STALL_WARNING,
 };
 
-use scheduler::{Scheduler, Woken};
+use label::Label;
+use scheduler::{Scheduler, TaskLabel, Woken};
+pub(crate) use threads::LoopSettings;
 
 /// Runs `f` in a fiber of a new runtime on this thread, until it returns, and
 /// returns its value; fibers still parked then are cancelled (their stacks unwind).
@@ -92,17 +99,17 @@ use scheduler::{Scheduler, Woken};
 /// ```
 #[track_caller]
 pub fn run<T: 'static>(f: impl FnOnce() -> T + 'static) -> T {
-    run_with_stacks(crate::fiber::DEFAULT_STACK_SIZE, f)
+    run_with(LoopSettings::default(), f)
 }
 
-/// [`run`], its tasks on stacks of `stack_size` usable bytes unless they ask for another.
+/// [`run`] with a loop made to `settings`.
 #[track_caller]
-pub(crate) fn run_with_stacks<T: 'static>(stack_size: usize, f: impl FnOnce() -> T + 'static) -> T {
+pub(crate) fn run_with<T: 'static>(settings: LoopSettings, f: impl FnOnce() -> T + 'static) -> T {
     assert!(scheduler::current().is_none(), "neverblock::run was called inside a runtime");
     let scheduler =
-        Rc::new(Scheduler::new(stack_size).unwrap_or_else(|e| panic!("neverblock: cannot start the event loop: {e}")));
+        Rc::new(Scheduler::new(settings).unwrap_or_else(|e| panic!("neverblock: cannot start the event loop: {e}")));
     let _entered = scheduler.enter();
-    let handle = spawn_in(&scheduler, None, None, f);
+    let handle = spawn_in(&scheduler, TaskLabel::Nothing, None, f);
     let ended = scheduler.run_until_done(handle.id);
     scheduler.drop_tasks();
     if let Err(e) = ended {
@@ -152,8 +159,8 @@ pub fn spawn<T: 'static>(f: impl FnOnce() -> T + 'static) -> JoinHandle<T> {
 #[track_caller]
 pub fn try_spawn<T: 'static>(f: impl FnOnce() -> T + 'static) -> Result<JoinHandle<T>, SpawnError> {
     let scheduler = scheduler::current().ok_or(SpawnError::NoRuntime)?;
-    let name = scheduler.current_task().and_then(|id| scheduler.task_name(id));
-    Ok(spawn_in(&scheduler, name, None, f))
+    let label = scheduler.inherited_label();
+    Ok(spawn_in(&scheduler, label, None, f))
 }
 
 /// Like [`spawn`], naming the fiber (see [`current_task_name`]).
@@ -169,18 +176,18 @@ pub fn try_spawn<T: 'static>(f: impl FnOnce() -> T + 'static) -> Result<JoinHand
 #[track_caller]
 pub fn spawn_named<T: 'static>(name: &str, f: impl FnOnce() -> T + 'static) -> JoinHandle<T> {
     let scheduler = scheduler::current().expect("neverblock::spawn_named outside a runtime");
-    spawn_in(&scheduler, Some(name.into()), None, f)
+    spawn_in(&scheduler, TaskLabel::Own(Label::new(Some(name.into()))), None, f)
 }
 
 #[track_caller]
 fn spawn_in<T: 'static>(
     scheduler: &Scheduler,
-    name: Option<Rc<str>>,
+    label: TaskLabel,
     stack_size: Option<usize>,
     f: impl FnOnce() -> T + 'static,
 ) -> JoinHandle<T> {
     let (job, cell) = task::task_body(f);
-    let id = scheduler.spawn(name, job, std::panic::Location::caller(), stack_size);
+    let id = scheduler.spawn(label, job, std::panic::Location::caller(), stack_size);
     JoinHandle { id, cell }
 }
 
@@ -459,7 +466,7 @@ pub fn current_task_id() -> Option<u64> {
 /// ```
 pub fn current_task_name() -> Option<String> {
     let s = scheduler::in_task()?;
-    s.task_name(s.current_task()?).map(|n| n.to_string())
+    s.task_label(s.current_task()?)?.name().map(|n| n.to_string())
 }
 
 #[cfg(test)]

@@ -104,7 +104,7 @@ mod tests {
 
     #[test]
     fn the_scheduler_is_this_threads_until_the_guard_drops_and_no_count_is_left_behind() {
-        let scheduler = Rc::new(Scheduler::new(crate::fiber::DEFAULT_STACK_SIZE).unwrap());
+        let scheduler = Rc::new(Scheduler::new(crate::runtime::LoopSettings::default()).unwrap());
         assert!(get(false).is_none());
         let guard = enter(&scheduler);
         let found = get(false).expect("entered");
@@ -121,7 +121,7 @@ mod tests {
     fn a_wake_is_taken_only_by_the_scheduler_it_names() {
         let turn = Turn { task: 1, number: 1 };
         assert!(!wake_if_here(1, turn), "no runtime here");
-        let scheduler = Rc::new(Scheduler::new(crate::fiber::DEFAULT_STACK_SIZE).unwrap());
+        let scheduler = Rc::new(Scheduler::new(crate::runtime::LoopSettings::default()).unwrap());
         let _guard = enter(&scheduler);
         assert!(!wake_if_here(scheduler.id() + 1, turn), "another runtime's wake is not this one's");
         assert!(wake_if_here(scheduler.id(), turn));

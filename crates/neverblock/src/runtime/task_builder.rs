@@ -1,8 +1,7 @@
 //! `TaskBuilder`: a task with a name or a stack size of its own.
 
-use std::rc::Rc;
-
-use super::{scheduler, spawn_in, JoinHandle, SpawnError};
+use super::label::Label;
+use super::{scheduler, spawn_in, JoinHandle, SpawnError, TaskLabel};
 
 /// Options for one task: a name (see [`current_task_name`](super::current_task_name))
 /// and the usable size of its stack, when the runtime's default
@@ -23,7 +22,7 @@ use super::{scheduler, spawn_in, JoinHandle, SpawnError};
 /// ```
 #[derive(Clone, Debug, Default)]
 pub struct TaskBuilder {
-    name: Option<Rc<str>>,
+    name: Option<Box<str>>,
     stack_size: Option<usize>,
 }
 
@@ -72,7 +71,10 @@ impl TaskBuilder {
     #[track_caller]
     pub fn try_spawn<T: 'static>(self, f: impl FnOnce() -> T + 'static) -> Result<JoinHandle<T>, SpawnError> {
         let scheduler = scheduler::current().ok_or(SpawnError::NoRuntime)?;
-        let name = self.name.or_else(|| scheduler.current_task().and_then(|id| scheduler.task_name(id)));
-        Ok(spawn_in(&scheduler, name, self.stack_size, f))
+        let label = match self.name {
+            Some(name) => TaskLabel::Own(Label::new(Some(name.into()))),
+            None => scheduler.inherited_label(),
+        };
+        Ok(spawn_in(&scheduler, label, self.stack_size, f))
     }
 }

@@ -9,6 +9,7 @@ use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread;
+use std::time::Duration;
 
 use super::remote::RemoteHandle;
 use super::reply::{reply, NoReply, ReplyReceiver, ReplySender};
@@ -30,7 +31,26 @@ use crate::fiber::PanicPayload;
 #[derive(Debug, Clone)]
 pub struct Builder {
     threads: usize,
-    stack_size: usize,
+    settings: LoopSettings,
+}
+
+/// How long a loop may go without coming back to its event loop before the
+/// sentinel warns (see [`Builder::stall_warning`]).
+pub const DEFAULT_STALL_WARNING: Duration = Duration::from_millis(100);
+
+/// What each loop of a runtime is made with.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LoopSettings {
+    /// Usable bytes of stack for a task that asks for no other size.
+    pub(crate) stack_size: usize,
+    /// How long a turn may run before the sentinel warns; `None`: no warning.
+    pub(crate) stall_warning: Option<Duration>,
+}
+
+impl Default for LoopSettings {
+    fn default() -> Self {
+        LoopSettings { stack_size: crate::fiber::DEFAULT_STACK_SIZE, stall_warning: Some(DEFAULT_STALL_WARNING) }
+    }
 }
 
 impl Default for Builder {
@@ -53,7 +73,7 @@ thread_local! {
 impl Builder {
     /// One thread: the calling one (what [`run`](crate::run) does).
     pub fn new() -> Builder {
-        Builder { threads: 1, stack_size: crate::fiber::DEFAULT_STACK_SIZE }
+        Builder { threads: 1, settings: LoopSettings::default() }
     }
 
     /// Runs `n` loops: the calling thread's and `n - 1` more (at least 1). A server
@@ -78,7 +98,41 @@ impl Builder {
     /// assert_eq!(sum, 512 * 1024);
     /// ```
     pub fn stack_size(mut self, bytes: usize) -> Builder {
-        self.stack_size = bytes;
+        self.settings.stack_size = bytes;
+        self
+    }
+
+    /// Warns (a `log` warning, target `neverblock::runtime::sentinel`) when a loop
+    /// has not come back to its event loop for longer than `threshold`: a fiber
+    /// computed or called something blocking without parking, and every other fiber
+    /// of its loop waited. The warning names the task holding the loop (its number,
+    /// name, what it said it was doing, where it was spawned) and how long so far; a
+    /// second one says when the loop is back, and the total. Default
+    /// [`DEFAULT_STALL_WARNING`] (100 ms); `Duration::ZERO` turns it off.
+    ///
+    /// One sentinel thread watches every loop of the process, looking a few times per
+    /// threshold at what each loop publishes (the start of its running turn, once a
+    /// turn; the running task, three plain stores per task switch): the loops do no
+    /// more than that. No backtrace of the stalled thread is taken (that would take
+    /// unwinding it from a signal handler, which is not safe); the spawn site stands
+    /// in for one. Turns longer than the threshold are counted as stalls in
+    /// [`stats`](super::stats).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let stalls = neverblock::runtime::Builder::new().stall_warning(Duration::from_millis(20)).run(|| {
+    ///     let spin = Instant::now();
+    ///     while spin.elapsed() < Duration::from_millis(50) {} // computes without parking: a stall
+    ///     neverblock::sleep(Duration::from_millis(1)); // parks: the loop ends the turn and polls
+    ///     neverblock::runtime::stats()[0].stalls
+    /// });
+    /// assert_eq!(stalls, 1);
+    /// ```
+    pub fn stall_warning(mut self, threshold: Duration) -> Builder {
+        self.settings.stall_warning = (!threshold.is_zero()).then_some(threshold);
         self
     }
 
@@ -91,20 +145,20 @@ impl Builder {
     #[track_caller]
     pub fn run<T: 'static>(self, f: impl FnOnce() -> T + 'static) -> T {
         let (ready_tx, ready_rx) = mpsc::channel::<(usize, Loop, ReplySender<()>)>();
-        let stack_size = self.stack_size;
+        let settings = self.settings;
         let (registry_txs, workers): (Vec<_>, Vec<_>) = (1..self.threads)
             .map(|index| {
                 let ready = ready_tx.clone();
                 let (registry_tx, registry_rx) = reply::<Arc<Vec<Loop>>>();
                 let worker = thread::Builder::new()
                     .name(format!("neverblock-{index}"))
-                    .spawn(move || worker(index, stack_size, ready, registry_rx))
+                    .spawn(move || worker(index, settings, ready, registry_rx))
                     .unwrap_or_else(|e| panic!("neverblock: cannot start loop thread {index}: {e}"));
                 (registry_tx, worker)
             })
             .unzip();
         drop(ready_tx);
-        let value = super::run_with_stacks(stack_size, move || {
+        let value = super::run_with(settings, move || {
             let s = scheduler::current().expect("inside run");
             let mut loops: Vec<Option<Loop>> = (0..self.threads).map(|_| None).collect();
             loops[0] = Some(Loop { remote: s.remote_handle(), load: s.live_tasks() });
@@ -131,11 +185,11 @@ impl Builder {
 /// A loop thread: reports its loop, learns the others, runs until told to stop.
 fn worker(
     index: usize,
-    stack_size: usize,
+    settings: LoopSettings,
     ready: mpsc::Sender<(usize, Loop, ReplySender<()>)>,
     registry: ReplyReceiver<Arc<Vec<Loop>>>,
 ) {
-    super::run_with_stacks(stack_size, move || {
+    super::run_with(settings, move || {
         let s = scheduler::current().expect("inside run");
         INDEX.with(|i| i.set(index));
         let (stop_tx, stop_rx) = reply::<()>();
@@ -203,7 +257,7 @@ pub fn spawn_on<T: Send + 'static>(index: usize, f: impl FnOnce() -> T + Send + 
         let (body, _) = super::task::task_body(move || {
             tx.send(panic::catch_unwind(AssertUnwindSafe(f)).map_err(PanicPayload::new));
         });
-        s.spawn(None, body, spawned_at, None);
+        s.spawn(scheduler::TaskLabel::Nothing, body, spawned_at, None);
     }));
     RemoteJoinHandle { index, rx }
 }

@@ -8,6 +8,7 @@ mod fiber_rules;
 mod fiber_values;
 mod mri;
 mod net;
+mod observe;
 mod pool;
 mod runtime;
 mod stack;

@@ -28,7 +28,7 @@ pub(crate) fn run(args: SleepArgs) -> anyhow::Result<()> {
                 .metric("queries_per_s", (args.queries as f64 / seconds * 100.0).round() / 100.0),
         );
     }
-    report::print(rows, "seconds", args.common.json);
+    report::print(rows, "seconds", &args.common)?;
     Ok(())
 }
 

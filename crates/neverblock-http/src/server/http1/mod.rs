@@ -17,8 +17,11 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Instant, SystemTime};
 
+use neverblock::runtime::TaskActivity;
+
 use super::connection::Connection;
 use super::exchange::Exchange;
+use super::naming::Answering;
 use super::panics::{catch, panic_message};
 use super::request::{Request, RequestBody, RequestParts};
 use super::response::Response;
@@ -77,6 +80,7 @@ pub(super) fn serve(
     let timeouts = server_loop.config.timeouts;
     let mut first = true;
     let addresses = Addresses { peer, local, tls: tls_info.as_ref() };
+    let activity = TaskActivity::current().expect("a connection is served on a fiber of its loop");
     loop {
         if server_loop.registry.is_idle_closed() {
             return;
@@ -114,7 +118,10 @@ pub(super) fn serve(
             Ok(message) => message,
             Err(refusal) => return refuse(server_loop, &socket, &refusal, Received::Head(&head), addresses),
         };
-        if !answer(server_loop, &mut conn, &head, &message, addresses) {
+        let answering = Answering::start(&activity, head.method(), head.target());
+        let answered = answer(server_loop, &mut conn, &head, &message, addresses);
+        drop(answering);
+        if !answered {
             return;
         }
         first = false;

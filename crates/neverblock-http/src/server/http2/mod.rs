@@ -46,7 +46,7 @@ use h2::{Reason, RecvStream};
 
 use neverblock::bridge::AsyncIo;
 use neverblock::net::TcpStream;
-use neverblock::runtime::TaskBuilder;
+use neverblock::runtime::{TaskActivity, TaskBuilder};
 use neverblock::sync::Notify;
 use neverblock::JoinHandle;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -170,9 +170,10 @@ fn schedule(
     let peer = connection.peer;
     let (connection, server_loop) = (connection.clone(), server_loop.clone());
     let spawned = neverblock::try_spawn(move || {
+        let activity = TaskActivity::current().expect("a stream is answered on a fiber of its loop");
         let mut next = Some(accepted);
         while let Some((request, respond)) = next {
-            stream::answer(request, respond, &connection, &server_loop);
+            stream::answer(request, respond, &connection, &server_loop, &activity);
             next = active.0.next_waiting();
         }
     });

@@ -9,12 +9,14 @@ use std::time::{Instant, SystemTime};
 use bytes::Bytes;
 use h2::server::SendResponse;
 use h2::RecvStream;
+use neverblock::runtime::TaskActivity;
 
 use super::body::Http2Body;
 use super::send::{end_held, send, Sent};
 use crate::server::connection::Connection;
 use crate::server::exchange::Exchange;
 use crate::server::http1::DRAIN_LIMIT;
+use crate::server::naming::Answering;
 use crate::server::panics::{catch, panic_message};
 use crate::server::request::{BodySource, Request, RequestBody, RequestParts};
 use crate::server::response::Response;
@@ -29,12 +31,14 @@ pub(super) fn answer(
     mut respond: SendResponse<Bytes>,
     connection: &Connection,
     server_loop: &ServerLoop,
+    activity: &TaskActivity,
 ) {
     let started = server_loop.config.hook.is_some().then(|| (Instant::now(), SystemTime::now()));
     server_loop.registry.counters().requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let config = &server_loop.config;
     let (parts, recv) = request.into_parts();
     let head = head_of(&parts);
+    let _answering = Answering::start(activity, head.method(), head.target());
     let mut body = Http2Body::new(recv, config.limits.max_body, config.timeouts.body);
     let content_length = match head.get("content-length") {
         Some(value) => std::str::from_utf8(value).ok().and_then(|n| n.parse().ok()),

@@ -5,8 +5,9 @@
 //!
 //! This file is the switching (wakes, dispatch, the worker fibers); `park.rs`
 //! is parking and its words (what a task waits on, why a park ends), `tasks.rs`
-//! the task table and `root_loop.rs` the loop the root runs; `dump.rs` and
-//! `stats.rs` tell what a loop's tasks are doing, in words and in numbers.
+//! the task table and `root_loop.rs` the loop the root runs, timed by
+//! `turns.rs`; `dump.rs` and `stats.rs` tell what a loop's tasks are doing, in
+//! words and in numbers.
 
 mod dump;
 pub(crate) mod lock_waits;
@@ -14,6 +15,7 @@ mod park;
 mod root_loop;
 mod stats;
 mod tasks;
+mod turns;
 
 use std::cell::{Cell, RefCell};
 use std::io;
@@ -22,12 +24,16 @@ use std::rc::Rc;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
-use super::running;
+use super::beacon::{label_key, Beacon, Running};
+use super::{running, sentinel, LoopSettings};
 use crate::fiber::{self, Fiber, Inherited, PanicPayload, StackError};
 use crate::reactor::{Reactor, Turn};
 pub(crate) use park::{Primitive, Wait, Woken};
 pub use stats::{LoopStats, Parked};
+pub(crate) use tasks::TaskLabel;
 use tasks::{continue_here, key, live, Task, Tasks};
+pub use turns::TurnHistogram;
+use turns::Turns;
 
 /// Task switches between two polls for timers and I/O while tasks are runnable (tokio's figure).
 const POLL_EVERY: u32 = 61;
@@ -70,6 +76,8 @@ pub(crate) struct Scheduler {
     lock_waits: RefCell<Vec<(u64, lock_waits::Holder)>>,
     /// Live tasks, readable from other threads (for "least loaded" placement).
     live_tasks: Arc<AtomicUsize>,
+    /// The loop's turns, timed; their starts and the running task published in its beacon.
+    turns: Turns,
 }
 
 /// The scheduler of this thread, when the calling code runs in one of its tasks.
@@ -99,10 +107,13 @@ fn wake_remote(scheduler: u64, turn: Turn) {
 }
 
 impl Scheduler {
-    /// A scheduler whose tasks run on stacks of `stack_size` usable bytes unless
-    /// they ask for another size.
-    pub(crate) fn new(stack_size: usize) -> io::Result<Scheduler> {
+    /// A scheduler whose tasks run on stacks of `settings.stack_size` usable bytes unless
+    /// they ask for another size, watched by the sentinel if `settings` gives a threshold.
+    pub(crate) fn new(settings: LoopSettings) -> io::Result<Scheduler> {
+        let LoopSettings { stack_size, stall_warning } = settings;
         let reactor = Reactor::new()?;
+        let beacon = Arc::new(Beacon::new(reactor.id(), stall_warning));
+        sentinel::watch(&beacon);
         Ok(Scheduler {
             root: Fiber::current(),
             remote: super::remote::Remote::new(reactor.id(), reactor.remote_eventfd()),
@@ -119,6 +130,7 @@ impl Scheduler {
             waiting: Cell::new(0),
             lock_waits: RefCell::new(Vec::new()),
             live_tasks: Arc::new(AtomicUsize::new(0)),
+            turns: Turns::new(beacon),
         })
     }
 
@@ -269,6 +281,11 @@ impl Scheduler {
         self.interruption.set(if task.timed_out { Woken::TimedOut } else { Woken::Ready });
         self.switches.set(self.switches.get() + 1);
         self.current.set(Some(id));
+        self.turns.beacon().running(Running {
+            task: id,
+            site: Some(task.spawned_at),
+            label: label_key(task.label.as_ref()),
+        });
     }
 
     /// Whether the next switch should go to the root, to poll.

@@ -181,6 +181,7 @@ impl Scheduler {
         }
         let turn = Turn { task: id, number: task.turn };
         task.waits_on = wait;
+        task.parked_at = self.turns.started();
         let replaced = continue_here(task);
         drop(tasks);
         drop(replaced); // a fiber the task resumed earlier may unwind here, outside the borrow

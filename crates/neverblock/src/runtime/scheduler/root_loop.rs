@@ -7,7 +7,7 @@ use std::io;
 use std::time::Duration;
 
 use super::tasks::key;
-use super::Scheduler;
+use super::{Running, Scheduler};
 use crate::reactor::Wake;
 
 /// How often a loop whose tasks all wait on sync primitives, which another
@@ -32,6 +32,14 @@ impl Scheduler {
     /// one, when the poller fails, or when a task cannot be continued where it waits.
     pub(crate) fn run_until_done(&self, main: u64) -> io::Result<()> {
         self.main.set(main);
+        self.turns.start();
+        let ended = self.run_turns(main);
+        self.turns.end_and_stop();
+        ended
+    }
+
+    /// The loop of [`run_until_done`](Self::run_until_done): a turn per poll.
+    fn run_turns(&self, main: u64) -> io::Result<()> {
         loop {
             self.switches.set(0);
             if let Some(next) = self.next_fiber() {
@@ -39,6 +47,7 @@ impl Scheduler {
                     return Err(io::Error::other(format!("a task could not be continued: {e}")));
                 }
             }
+            self.turns.beacon().running(Running::LOOP);
             if let Some(id) = self.current.take() {
                 // The task handed control to the root without parking (a raw transfer):
                 // nothing will wake it (no wake-up carries its turn), so it stays parked for good.
@@ -65,9 +74,21 @@ impl Scheduler {
                     (true, true) => Some(STALLED_RECHECK),
                     (true, false) => None,
                 };
-                self.reactor.turn(timeout)?
+                if idle {
+                    // The turn ends before the wait: a loop's time waiting is no part of a turn.
+                    self.turns.end_and_wait();
+                    let found = self.reactor.turn(timeout);
+                    self.turns.start();
+                    found?
+                } else {
+                    let found = self.reactor.turn(timeout)?;
+                    self.turns.next();
+                    found
+                }
             } else {
-                self.reactor.expire_timers()
+                let found = self.reactor.expire_timers();
+                self.turns.next();
+                found
             };
             for wake in found.woken {
                 self.take_wake(wake);

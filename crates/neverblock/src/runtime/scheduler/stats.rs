@@ -1,9 +1,10 @@
 //! A loop's numbers for `runtime::stats` (tasks, run queue, parked tasks by what
 //! they wait on, registered fds, pending timers), counted from its task table and
-//! reactor when asked: nothing on the park, wake and switch paths keeps them.
+//! reactor when asked: nothing on the park, wake and switch paths keeps them; and
+//! its turns' lengths and stalls, which the root keeps once a turn (`turns.rs`).
 
 use super::tasks::key;
-use super::{Scheduler, Wait};
+use super::{Scheduler, TurnHistogram, Wait};
 
 /// One event loop's numbers at the moment it counted them (see [`stats`](crate::runtime::stats)).
 ///
@@ -36,6 +37,12 @@ pub struct LoopStats {
     /// [`timeout`](crate::timeout) scopes, and sockets' read and write timeouts (one per
     /// socket and direction, which may stay set a while after its wait ended early).
     pub timers: usize,
+    /// How long the loop's turns took: the work between two polls, where a fiber that
+    /// computes or blocks without parking holds every other fiber of the loop.
+    pub turns: TurnHistogram,
+    /// Turns longer than the stall threshold ([`Builder::stall_warning`](crate::runtime::Builder::stall_warning);
+    /// always 0 with it off), each one a stall the sentinel warned about, or about to.
+    pub stalls: u64,
 }
 
 /// A loop's parked tasks, by what each waits on (a task waits on one thing at a time).
@@ -134,6 +141,8 @@ impl Scheduler {
             parked,
             fds: self.reactor.registered(),
             timers: self.reactor.pending_timers(),
+            turns: self.turns.lengths(),
+            stalls: self.turns.stalls(),
         }
     }
 }

@@ -7,6 +7,7 @@ use std::num::NonZeroU32;
 use std::panic::Location;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Instant;
 
 use slab::Slab;
@@ -15,6 +16,8 @@ use super::{Outcome, Scheduler, Wait, POLL_EVERY};
 use crate::fiber::{inherited_now, Fiber, Inherited, PanicPayload};
 use crate::reactor::timer::TimerKey;
 use crate::reactor::{Alarm, Turn, Wake};
+use crate::runtime::beacon::{label_key, Running};
+use crate::runtime::label::Label;
 use crate::runtime::task::TaskBody;
 
 /// A new task's turn number (`Task::turn`).
@@ -38,7 +41,12 @@ pub(super) struct Task {
     /// Deadlines of the `timeout` scopes the task is inside, innermost last.
     pub(super) deadlines: Vec<(Instant, TimerKey)>,
     pub(super) timed_out: bool,
-    pub(super) name: Option<Rc<str>>,
+    /// Its name and activity; shared with the tasks that inherited it unless `own_label`.
+    pub(super) label: Option<Arc<Label>>,
+    pub(super) own_label: bool,
+    /// When the loop turn in which it last parked started (`beacon::now_ns`): a park's age, to
+    /// within a turn, without a clock read per park.
+    pub(super) parked_at: u64,
     /// Where `spawn` was called, for dumps and deadlock reports.
     pub(super) spawned_at: &'static Location<'static>,
     /// What the task waits for while parked.
@@ -53,6 +61,17 @@ impl Task {
     pub(super) fn stack_size(&self, default: usize) -> usize {
         self.stack_kib.map_or(default, |kib| kib.get() as usize * 1024)
     }
+}
+
+/// The label a new task starts with.
+#[derive(Debug)]
+pub(crate) enum TaskLabel {
+    /// None: no name, no activity.
+    Nothing,
+    /// One of its own (`spawn_named`).
+    Own(Arc<Label>),
+    /// Its spawner's, shared until it says what it does ([`TaskActivity`](crate::runtime::TaskActivity)).
+    Inherited(Arc<Label>),
 }
 
 /// The live tasks and the run queue, under one borrow.
@@ -70,7 +89,7 @@ impl Scheduler {
     /// Adds a task running `body`, spawned at `spawned_at`.
     pub(crate) fn spawn(
         &self,
-        name: Option<Rc<str>>,
+        label: TaskLabel,
         body: Rc<dyn TaskBody>,
         spawned_at: &'static Location<'static>,
         stack_size: Option<usize>,
@@ -81,6 +100,11 @@ impl Scheduler {
         let tasks = &mut *tasks;
         let entry = tasks.slab.vacant_entry();
         let id = u64::from(seq) << 32 | entry.key() as u64;
+        let (label, own_label) = match label {
+            TaskLabel::Nothing => (None, false),
+            TaskLabel::Own(label) => (Some(label), true),
+            TaskLabel::Inherited(label) => (Some(label), false),
+        };
         entry.insert(Task {
             id,
             start: Some((body, inherited_now())),
@@ -89,7 +113,9 @@ impl Scheduler {
             cancelled: false,
             deadlines: Vec::new(),
             timed_out: false,
-            name,
+            label,
+            own_label,
+            parked_at: 0,
             spawned_at,
             waits_on: Wait::Nothing,
             stack_kib: stack_size.map(|bytes| {
@@ -106,8 +132,39 @@ impl Scheduler {
         self.current.get()
     }
 
-    pub(crate) fn task_name(&self, id: u64) -> Option<Rc<str>> {
-        self.with_task(id, |t| t.name.clone()).flatten()
+    /// The label of task `id`, if it has one.
+    pub(crate) fn task_label(&self, id: u64) -> Option<Arc<Label>> {
+        self.with_task(id, |t| t.label.clone()).flatten()
+    }
+
+    /// The label a task spawned now inherits: the running task's, if any.
+    pub(crate) fn inherited_label(&self) -> TaskLabel {
+        match self.current.get().and_then(|id| self.task_label(id)) {
+            Some(label) => TaskLabel::Inherited(label),
+            None => TaskLabel::Nothing,
+        }
+    }
+
+    /// The running task's own label: made now if it has none, or has its spawner's (keeping
+    /// the name), and published as the running task's.
+    pub(crate) fn own_label(&self) -> Arc<Label> {
+        let id = self.current.get().expect("a task runs");
+        let (label, site) = self
+            .with_task(id, |task| {
+                let label = match &task.label {
+                    Some(label) if task.own_label => label.clone(),
+                    inherited => {
+                        let label = Label::new(inherited.as_ref().and_then(|label| label.name().cloned()));
+                        task.label = Some(label.clone());
+                        task.own_label = true;
+                        label
+                    }
+                };
+                (label, task.spawned_at)
+            })
+            .expect("the running task is registered");
+        self.turns.beacon().running(Running { task: id, site: Some(site), label: label_key(Some(&label)) });
+        label
     }
 
     pub(super) fn with_task<R>(&self, id: u64, f: impl FnOnce(&mut Task) -> R) -> Option<R> {

@@ -111,8 +111,35 @@ impl Page<'_> {
                     stats.runnable,
                 );
             }
+            let help = "Turns of each event loop longer than its stall warning: a fiber held the loop.";
+            family(&mut out, "neverblock_loop_stalls_total", "counter", help);
+            for stats in self.loops {
+                sample(
+                    &mut out,
+                    "neverblock_loop_stalls_total",
+                    &format!("{{loop=\"{}\"}}", stats.index),
+                    stats.stalls,
+                );
+            }
+            self.render_turns(&mut out);
         }
         out
+    }
+
+    /// Each loop's turn lengths: the work between two polls, while its other fibers wait.
+    fn render_turns(&self, out: &mut String) {
+        let name = "neverblock_loop_turn_seconds";
+        let help = "How long each event loop's turns took (the work between two polls; waiting is no part of it).";
+        family(out, name, "histogram", help);
+        for stats in self.loops {
+            let index = stats.index;
+            for (bound, cumulative) in stats.turns.buckets() {
+                let le = bound.map_or_else(|| "+Inf".to_owned(), |bound| bound.as_secs_f64().to_string());
+                sample(out, &format!("{name}_bucket"), &format!("{{loop=\"{index}\",le=\"{le}\"}}"), cumulative);
+            }
+            sample(out, &format!("{name}_sum"), &format!("{{loop=\"{index}\"}}"), stats.turns.sum().as_secs_f64());
+            sample(out, &format!("{name}_count"), &format!("{{loop=\"{index}\"}}"), stats.turns.count());
+        }
     }
 
     fn render_duration(&self, out: &mut String) {

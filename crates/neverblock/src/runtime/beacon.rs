@@ -1,0 +1,146 @@
+//! A loop's beacon: what its thread publishes for the sentinel thread to read, in
+//! atomics the loop alone writes (Relaxed, but for the turn's start): when its
+//! running turn started, which task runs now, and how long its last stall lasted.
+//!
+//! The loop writes the turn's start once a turn (a turn reads the clock anyway) and
+//! the running task's number, spawn site and label at each task switch: three
+//! plain stores to a cache line no other thread writes, read by the sentinel a
+//! few times per threshold. Nothing here is ever locked or waited on.
+
+use std::panic::Location;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use crossbeam_utils::atomic::AtomicCell;
+
+use super::label::Label;
+
+/// `turn_started` while the loop waits in its poller: no turn runs, nothing is held.
+pub(crate) const WAITING: u64 = 0;
+
+/// Nanoseconds on the monotonic clock (`Instant`'s), as one number every thread can compare.
+pub(crate) fn now_ns() -> u64 {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    // Never 0 (`WAITING`): the monotonic clock counts from boot, and a machine is up more than 1 ns.
+    (now.tv_sec as u64).wrapping_mul(1_000_000_000).wrapping_add(now.tv_nsec as u64).max(1)
+}
+
+/// What one loop publishes; shared by the loop (which writes) and the sentinel (which reads).
+#[derive(Debug)]
+#[repr(align(128))] // its own cache lines: the loop's stores never share one with other data
+pub(crate) struct Beacon {
+    /// The loop's number (its scheduler's id, as the fiber dump names loops).
+    pub(crate) loop_id: u64,
+    /// The name of the loop's thread.
+    pub(crate) thread: Box<str>,
+    /// How long a turn may run before the sentinel warns; `None`: it does not watch this loop.
+    pub(crate) threshold: Option<Duration>,
+    /// When the running turn started (`now_ns`), or `WAITING`. Stored with `Release` after
+    /// `stall_*`, so a sentinel that sees a turn end sees that turn's length.
+    turn_started: AtomicU64,
+    /// The running task's number; 0 while the loop does its own work between tasks.
+    task: AtomicU64,
+    /// Where the running task was spawned.
+    site: AtomicCell<Option<&'static Location<'static>>>,
+    /// The running task's label, by address (`Label::key`); 0 for none.
+    label: AtomicUsize,
+    /// The last turn longer than the threshold: when it started, and its length in nanoseconds.
+    stall_started: AtomicU64,
+    stall_length: AtomicU64,
+    /// The loop has stopped for good (its `run` is over).
+    ended: AtomicBool,
+}
+
+/// The running task as a beacon shows it, read on another thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Running {
+    pub(crate) task: u64,
+    pub(crate) site: Option<&'static Location<'static>>,
+    pub(crate) label: usize,
+}
+
+impl Running {
+    /// No task: the loop's own work between tasks (timers, polls, work other threads handed in).
+    pub(crate) const LOOP: Running = Running { task: 0, site: None, label: 0 };
+}
+
+impl Beacon {
+    pub(crate) fn new(loop_id: u64, threshold: Option<Duration>) -> Beacon {
+        let thread = std::thread::current();
+        Beacon {
+            loop_id,
+            thread: thread.name().unwrap_or("unnamed").into(),
+            threshold,
+            turn_started: AtomicU64::new(WAITING),
+            task: AtomicU64::new(0),
+            site: AtomicCell::new(None),
+            label: AtomicUsize::new(0),
+            stall_started: AtomicU64::new(0),
+            stall_length: AtomicU64::new(0),
+            ended: AtomicBool::new(false),
+        }
+    }
+
+    /// A turn starts at `now`, with the loop's own work (no task runs yet).
+    #[inline]
+    pub(crate) fn turn_starts(&self, now: u64) {
+        self.running(Running::LOOP);
+        self.turn_started.store(now, Ordering::Release);
+    }
+
+    /// The loop waits in its poller: no turn runs.
+    #[inline]
+    pub(crate) fn waits(&self) {
+        self.turn_started.store(WAITING, Ordering::Release);
+    }
+
+    /// The turn that started at `started` ran `length` nanoseconds, more than the threshold;
+    /// published before the next `turn_starts` or `waits`.
+    pub(crate) fn stalled(&self, started: u64, length: u64) {
+        self.stall_length.store(length, Ordering::Relaxed);
+        self.stall_started.store(started, Ordering::Relaxed);
+    }
+
+    /// The loop has stopped for good: after its last turn, nothing more to watch.
+    pub(crate) fn ends(&self) {
+        self.waits();
+        self.ended.store(true, Ordering::Release);
+    }
+
+    pub(crate) fn has_ended(&self) -> bool {
+        self.ended.load(Ordering::Acquire)
+    }
+
+    /// `running` runs now (a task switch).
+    #[inline(always)]
+    pub(crate) fn running(&self, running: Running) {
+        self.task.store(running.task, Ordering::Relaxed);
+        self.site.store(running.site);
+        self.label.store(running.label, Ordering::Relaxed);
+    }
+
+    /// When the running turn started, or `WAITING`.
+    pub(crate) fn turn_started(&self) -> u64 {
+        self.turn_started.load(Ordering::Acquire)
+    }
+
+    /// The task running now (as last published: check `turn_started` around it).
+    pub(crate) fn running_now(&self) -> Running {
+        Running {
+            task: self.task.load(Ordering::Relaxed),
+            site: self.site.load(),
+            label: self.label.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The length of the turn that started at `started`, if it was the last stall published.
+    pub(crate) fn stall_length(&self, started: u64) -> Option<Duration> {
+        (self.stall_started.load(Ordering::Relaxed) == started)
+            .then(|| Duration::from_nanos(self.stall_length.load(Ordering::Relaxed)))
+    }
+}
+
+/// The label key a beacon publishes for `label`.
+pub(crate) fn label_key(label: Option<&std::sync::Arc<Label>>) -> usize {
+    label.map_or(0, Label::key)
+}
