@@ -27,13 +27,18 @@ pub(super) struct Connection {
 }
 
 /// Serves the connection (after its TLS handshake, on an HTTPS listener) with the driver of the
-/// protocol it speaks, until it ends.
-pub(super) fn serve(stream: TcpStream, peer: SocketAddr, server_loop: &Rc<ServerLoop>, tls: Option<&TlsConfig>) {
+/// protocol it speaks, until it ends. The accept loop registered it, so a shutdown that begins
+/// before this fiber first runs still gives it its last call.
+pub(super) fn serve(
+    stream: Rc<TcpStream>,
+    registered: Registered,
+    peer: SocketAddr,
+    server_loop: &Rc<ServerLoop>,
+    tls: Option<&TlsConfig>,
+) {
     let started = Instant::now();
     let _ = stream.set_nodelay(true);
     let local = stream.local_addr().unwrap_or(peer);
-    let stream = Rc::new(stream);
-    let registered = server_loop.registry.enter(stream.clone());
     // Accepted before the shutdown began, run after its last call: the closing of idle connections
     // missed it, and a handshake or a peek would wait for its deadline.
     if server_loop.registry.is_idle_closed() {

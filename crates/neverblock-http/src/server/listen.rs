@@ -202,10 +202,12 @@ pub(super) fn accept_loop(listener: TcpListener, tls: Option<TlsConfig>, server_
                 }
                 server_loop.registry.counters().accepted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let name = naming::connection(peer, tls.is_some());
+                let stream = Rc::new(stream);
+                let registered = server_loop.registry.enter(stream.clone());
                 let (server_loop, tls) = (server_loop.clone(), tls.clone());
                 if let Err(e) = TaskBuilder::new()
                     .name(&name)
-                    .try_spawn(move || connection::serve(stream, peer, &server_loop, tls.as_ref()))
+                    .try_spawn(move || connection::serve(stream, registered, peer, &server_loop, tls.as_ref()))
                 {
                     log::error!("connection from {peer} closed unserved: {e}");
                 }
