@@ -145,6 +145,12 @@ impl Served {
         self.child.wait().unwrap().success()
     }
 
+    /// Sends SIGTERM to the process it started and checks that it ended well.
+    fn terminate(&mut self) {
+        signal(self.child.id(), "TERM");
+        assert!(self.wait(), "{}", self.stderr());
+    }
+
     /// Waits until every process that wrote to its standard output and error has ended.
     fn join(mut self) -> String {
         self.collectors.drain(..).for_each(|c| c.join().unwrap());
@@ -304,8 +310,7 @@ fn socket_activation_serves_on_the_sockets_handed_over_cleartext_and_tls() {
     let mut stream = connect(&tls_addr, &client(&[&root]));
     assert_eq!(get(&mut stream, "/"), (200, "hello".to_owned()));
     drop(stream);
-    signal(served.child.id(), "TERM");
-    assert!(served.wait(), "{}", served.stderr());
+    served.terminate();
     served.join();
 }
 
@@ -330,8 +335,7 @@ fn socket_activation_for_another_pid_is_ignored() {
     held.set_nonblocking(true).unwrap();
     let (accepted, _) = held.accept().expect("the connection, left to this test");
     drop(accepted);
-    signal(served.child.id(), "TERM");
-    assert!(served.wait(), "{}", served.stderr());
+    served.terminate();
     served.join();
 }
 
@@ -344,14 +348,12 @@ fn a_socket_activated_server_replaced_after_sigterm_under_load_refuses_no_connec
     let mut first = Served::start(&mut activated(&[&held], None, &args));
     let load = Load::start(&format!("http://{addr}/"));
     pause(Duration::from_secs(1));
-    signal(first.child.id(), "TERM");
-    assert!(first.wait(), "{}", first.stderr());
+    first.terminate();
     // Connections made meanwhile wait in the socket's backlog, which this test keeps open.
     let mut second = Served::start(&mut activated(&[&held], None, &args));
     pause(Duration::from_secs(1));
     let report = load.finish();
-    signal(second.child.id(), "TERM");
-    assert!(second.wait(), "{}", second.stderr());
+    second.terminate();
     let log = first.join() + &second.join();
     assert_no_failure(&report, &log);
 }
@@ -374,8 +376,7 @@ fn reuse_port_lets_two_processes_share_a_port_and_without_it_the_port_is_taken()
     assert!(!taken.status.success() && stderr.contains(&format!("--listen {port}")), "{stderr}");
     for served in [&mut first, &mut second] {
         assert_eq!(body_at(&port), "hello");
-        signal(served.child.id(), "TERM");
-        assert!(served.wait(), "{}", served.stderr());
+        served.terminate();
     }
     first.join();
     second.join();

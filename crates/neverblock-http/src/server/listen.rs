@@ -161,18 +161,19 @@ impl ListeningSockets {
         Ok(ListeningSockets {
             url: listener.url(),
             tls: listener.tls.is_some(),
-            sockets: listener.sockets.iter().map(StdListener::try_clone).collect::<io::Result<_>>()?,
+            sockets: duplicates(&listener.sockets)?,
         })
     }
 
     /// Duplicates of these.
     pub(super) fn try_clone(&self) -> io::Result<ListeningSockets> {
-        Ok(ListeningSockets {
-            url: self.url.clone(),
-            tls: self.tls,
-            sockets: self.sockets.iter().map(StdListener::try_clone).collect::<io::Result<_>>()?,
-        })
+        Ok(ListeningSockets { url: self.url.clone(), tls: self.tls, sockets: duplicates(&self.sockets)? })
     }
+}
+
+/// A duplicate of each of `sockets`.
+fn duplicates(sockets: &[StdListener]) -> io::Result<Vec<StdListener>> {
+    sockets.iter().map(StdListener::try_clone).collect()
 }
 
 /// The address of `socket`, a listening TCP socket.

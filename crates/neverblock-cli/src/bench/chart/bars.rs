@@ -4,9 +4,8 @@
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::lines::plot_error;
 use super::shapes::Bars;
-use super::{compact, Colours};
+use super::{compact, draw_legend, plot_error, Colours};
 
 /// The width of one bar, and the picture's height, in pixels.
 const BAR_WIDTH: u32 = 46;
@@ -69,14 +68,7 @@ pub(crate) fn draw(bars: &Bars, colours: &Colours) -> anyhow::Result<String> {
             EmptyElement::at((centre, 0.0)) + Text::new(label.clone(), (0, 6), style)
         });
         chart.draw_series(group_labels).map_err(plot_error)?;
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.4))
-            .label_font(("sans-serif", 13))
-            .draw()
-            .map_err(plot_error)?;
+        draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
         root.present().map_err(plot_error)?;
     }
     Ok(svg)

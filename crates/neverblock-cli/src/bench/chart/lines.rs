@@ -7,7 +7,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::shapes::{Lines, Panel};
-use super::{compact, Colours, REFERENCE};
+use super::{compact, draw_legend, plot_error, Colours, REFERENCE};
 
 /// One panel's width and the picture's height, in pixels.
 const PANEL_WIDTH: u32 = 560;
@@ -95,15 +95,7 @@ where
             .label(series.implementation.as_str())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(width)));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.4))
-        .label_font(("sans-serif", 13))
-        .draw()
-        .map_err(plot_error)?;
-    Ok(())
+    draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)
 }
 
 /// The least and greatest of `values` (0 and 1 for none).
@@ -119,9 +111,4 @@ fn pad(min: f64, max: f64, room_above: bool) -> std::ops::Range<f64> {
     let above = if room_above { 0.25 } else { 0.05 };
     let below = if min == 0.0 { 0.0 } else { span * 0.05 };
     (min - below)..(max + span * above)
-}
-
-/// plotters' drawing errors, for `?` in an `anyhow` function.
-pub(crate) fn plot_error(e: impl std::fmt::Display) -> anyhow::Error {
-    anyhow::anyhow!("drawing the chart: {e}")
 }

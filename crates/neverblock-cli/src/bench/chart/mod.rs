@@ -14,7 +14,10 @@ mod tests;
 use std::path::Path;
 
 use anyhow::Context as _;
-use plotters::style::RGBColor;
+use plotters::chart::{ChartContext, SeriesLabelPosition};
+use plotters::coord::CoordTranslate;
+use plotters::prelude::SVGBackend;
+use plotters::style::{Color, RGBColor, BLACK, WHITE};
 
 use super::Row;
 
@@ -78,6 +81,26 @@ impl Colours {
     pub(crate) fn of_implementation(&self, implementation: &str) -> RGBColor {
         self.0.iter().find(|(name, _)| name == implementation).map_or(RGBColor(0, 0, 0), |(_, colour)| *colour)
     }
+}
+
+/// The legend of `chart`'s series at `position`, in the style every chart shares.
+fn draw_legend<'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, CT>,
+    position: SeriesLabelPosition,
+) -> anyhow::Result<()> {
+    chart
+        .configure_series_labels()
+        .position(position)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.4))
+        .label_font(("sans-serif", 13))
+        .draw()
+        .map_err(plot_error)
+}
+
+/// plotters' drawing errors, for `?` in an `anyhow` function.
+fn plot_error(e: impl std::fmt::Display) -> anyhow::Error {
+    anyhow::anyhow!("drawing the chart: {e}")
 }
 
 /// How an axis names a metric: `requests_per_s` → `requests/s`, `round_trip_ns` → `round trip (ns)`,

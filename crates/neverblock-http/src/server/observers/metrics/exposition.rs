@@ -98,32 +98,30 @@ impl Page<'_> {
             }
         }
         if !self.loops.is_empty() {
-            family(&mut out, "neverblock_fibers", "gauge", "Live fibers (tasks) of each event loop.");
-            for stats in self.loops {
-                sample(&mut out, "neverblock_fibers", &format!("{{loop=\"{}\"}}", stats.index), stats.tasks);
-            }
-            family(&mut out, "neverblock_run_queue_length", "gauge", "Fibers ready to run on each event loop.");
-            for stats in self.loops {
-                sample(
-                    &mut out,
-                    "neverblock_run_queue_length",
-                    &format!("{{loop=\"{}\"}}", stats.index),
-                    stats.runnable,
-                );
-            }
+            let help = "Live fibers (tasks) of each event loop.";
+            self.per_loop(&mut out, "neverblock_fibers", "gauge", help, |stats| stats.tasks);
+            let help = "Fibers ready to run on each event loop.";
+            self.per_loop(&mut out, "neverblock_run_queue_length", "gauge", help, |stats| stats.runnable);
             let help = "Turns of each event loop longer than its stall warning: a fiber held the loop.";
-            family(&mut out, "neverblock_loop_stalls_total", "counter", help);
-            for stats in self.loops {
-                sample(
-                    &mut out,
-                    "neverblock_loop_stalls_total",
-                    &format!("{{loop=\"{}\"}}", stats.index),
-                    stats.stalls,
-                );
-            }
+            self.per_loop(&mut out, "neverblock_loop_stalls_total", "counter", help, |stats| stats.stalls);
             self.render_turns(&mut out);
         }
         out
+    }
+
+    /// A metric with a sample per loop, `value` of its stats.
+    fn per_loop<V: std::fmt::Display>(
+        &self,
+        out: &mut String,
+        name: &str,
+        kind: &str,
+        help: &str,
+        value: impl Fn(&LoopStats) -> V,
+    ) {
+        family(out, name, kind, help);
+        for stats in self.loops {
+            sample(out, name, &format!("{{loop=\"{}\"}}", stats.index), value(stats));
+        }
     }
 
     /// Each loop's turn lengths: the work between two polls, while its other fibers wait.
