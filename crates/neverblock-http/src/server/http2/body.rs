@@ -76,23 +76,21 @@ impl Http2Body {
 impl Http2Body {
     /// Reads and drops what is left of the body, up to `limit` bytes, so that a client still
     /// sending it ends its request as it meant to (and errors in what it sends are answered as
-    /// such) instead of having its stream reset; returns whether it ended. Past `limit`, a stall
-    /// or a failure, h2 resets the stream with `NO_ERROR` once its handle is dropped (RFC 9113
-    /// §8.1: a complete response may come before the whole request).
-    pub(super) fn drain(&mut self, limit: u64) -> bool {
+    /// such) instead of having its stream reset. Past `limit`, a stall or a failure, h2 resets
+    /// the stream with `NO_ERROR` once its handle is dropped (RFC 9113 §8.1: a complete response
+    /// may come before the whole request).
+    pub(super) fn drain(&mut self, limit: u64) {
         let mut drained = 0;
         while drained <= limit {
             match self.fill_buf() {
-                Ok([]) => return true,
+                Ok([]) | Err(_) => return,
                 Ok(bytes) => {
                     let n = bytes.len();
                     self.consume(n);
                     drained += n as u64;
                 }
-                Err(_) => return false,
             }
         }
-        false
     }
 }
 

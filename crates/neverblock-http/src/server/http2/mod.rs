@@ -197,12 +197,16 @@ enum Event {
     Tick,
 }
 
-/// Sends the last segment of the frames h2 wrote, before the connection's fiber waits: the
-/// socket is [`AsyncIo::batching`], so the kernel holds a partial one back.
-fn push(socket: &TcpStream, peer: std::net::SocketAddr) {
-    if let Err(e) = socket.push() {
-        log::debug!("{peer}: the socket could not send its last frames at once: {e}");
+/// `polled`, after sending the last segment of the frames h2 wrote if it is `Pending` (the
+/// connection's fiber is about to wait): the socket is [`AsyncIo::batching`], so the kernel
+/// holds a partial one back.
+fn pushed_if_pending<T>(polled: Poll<T>, socket: &TcpStream, peer: std::net::SocketAddr) -> Poll<T> {
+    if polled.is_pending() {
+        if let Err(e) = socket.push() {
+            log::debug!("{peer}: the socket could not send its last frames at once: {e}");
+        }
     }
+    polled
 }
 
 /// Runs the connection over `io`, the TLS session's or the socket's own.
@@ -252,11 +256,7 @@ fn drive<T: AsyncRead + AsyncWrite + Unpin>(
                     return Poll::Ready(Event::Stopping);
                 }
                 registered.wake_on_stop(cx.waker());
-                let next = h2.poll_accept(cx);
-                if next.is_pending() {
-                    push(socket, peer);
-                }
-                next.map(|next| match next {
+                pushed_if_pending(h2.poll_accept(cx), socket, peer).map(|next| match next {
                     Some(Ok(accepted)) => Event::Stream(accepted),
                     Some(Err(e)) => Event::Closed(Some(e)),
                     None => Event::Closed(None),
@@ -310,13 +310,7 @@ fn drive<T: AsyncRead + AsyncWrite + Unpin>(
     } else {
         // Frames still owed go out, and streams in flight finish, for as long as a write may wait.
         let closed = neverblock::timeout(send_timeout, || {
-            neverblock::block_on(poll_fn(|cx| {
-                let closed = h2.poll_closed(cx);
-                if closed.is_pending() {
-                    push(socket, peer);
-                }
-                closed
-            }))
+            neverblock::block_on(poll_fn(|cx| pushed_if_pending(h2.poll_closed(cx), socket, peer)))
         });
         if let Ok(Ok(Err(e))) = closed {
             log::debug!("{peer}: HTTP/2 connection ended: {e}");

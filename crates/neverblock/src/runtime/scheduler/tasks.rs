@@ -41,7 +41,9 @@ pub(super) struct Task {
     /// Deadlines of the `timeout` scopes the task is inside, innermost last.
     pub(super) deadlines: Vec<(Instant, TimerKey)>,
     pub(super) timed_out: bool,
-    /// Its name and activity; shared with the tasks that inherited it unless `own_label`.
+    /// Its name and activity; shared with the tasks that inherited it unless `own_label`. (A
+    /// `TaskLabel` here would take 16 bytes where these take 9, and a task over 128 bytes pays a
+    /// `memcpy` call per move.)
     pub(super) label: Option<Arc<Label>>,
     pub(super) own_label: bool,
     /// When the loop turn in which it last parked started (`beacon::now_ns`): a park's age, to
