@@ -6,14 +6,14 @@
 //! more: by the kernel from the page cache into it, then by the TLS library from it into a new
 //! record, five bytes past the start of a fresh heap block. `memcpy` copies blocks of this size
 //! with `rep movsb`, which on AMD Zen runs twenty to forty times slower when the destination lies
-//! 1 to 31 bytes past the source modulo 4 KiB (measured here: 1.1–1.5 GB/s against 29–62 GB/s at
-//! other distances, for 16 KiB: timed by a loop of such copies at each distance from a
-//! page-aligned source). A heap buffer for the piece would start 16 bytes into a page, as the
-//! record's does, and both copies would take the slow path: that was a third of the server's
-//! time sending a large file over TLS (`perf record` of `serve --tls-listen` under `wrk`, before
-//! and after; `neverblock bench https` shows the gain as MB/s for a 1 MiB file). So a piece starts half a page in (a page-aligned
-//! source is 2 KiB behind it), moved by a cache line per piece, so that no placement of the
-//! record's block can put every piece in the slow window.
+//! 1 to 31 bytes past the source modulo 4 KiB (`cargo bench -p neverblock-http --bench
+//! copy_placement`, 16 KiB on this machine's EPYC: 2.5 GiB/s at 5 bytes, 76 GiB/s at 2 KiB). A
+//! heap buffer for the piece would start 16 bytes into a page, as the record's does, and both
+//! copies would take the slow path: that was a third of the server's time sending a large file
+//! over TLS (`perf record` of `serve --tls-listen` under `wrk`, before and after; `neverblock
+//! bench https` shows the gain as MB/s for a 1 MiB file). So a piece starts half a page in (a
+//! page-aligned source is 2 KiB behind it), moved by a cache line per piece, so that no placement
+//! of the record's block can put every piece in the slow window.
 
 use std::cell::{Cell, RefCell};
 use std::fs::File;
