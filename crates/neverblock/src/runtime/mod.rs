@@ -58,6 +58,7 @@ mod stats;
 mod task;
 mod task_builder;
 mod threads;
+mod turn_end;
 pub(crate) mod waiter;
 
 use std::fmt;
@@ -78,6 +79,7 @@ pub use threads::{
     available_threads, spawn_least_loaded, spawn_on, thread_count, thread_index, Builder, RemoteJoinHandle,
     DEFAULT_STALL_WARNING,
 };
+pub use turn_end::at_turn_end;
 
 use label::Label;
 use scheduler::{Scheduler, TaskLabel, Woken};
@@ -112,6 +114,7 @@ pub(crate) fn run_with<T: 'static>(settings: LoopSettings, f: impl FnOnce() -> T
     let handle = spawn_in(&scheduler, TaskLabel::Nothing, None, f);
     let ended = scheduler.run_until_done(handle.id);
     scheduler.drop_tasks();
+    turn_end::end_turn(); // the last turn ends with the loop
     if let Err(e) = ended {
         panic!("neverblock: {e}");
     }

@@ -14,3 +14,4 @@ mod runtime;
 mod stack;
 mod support;
 mod sync;
+mod turn_end;

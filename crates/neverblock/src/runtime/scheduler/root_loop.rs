@@ -66,6 +66,7 @@ impl Scheduler {
             if stalled && (wakeable_elsewhere == 0 || super::dump::alone_in_the_process()) {
                 return Err(io::Error::new(io::ErrorKind::Deadlock, self.deadlock_report()));
             }
+            crate::runtime::turn_end::end_turn();
             // While tasks are runnable and nobody waits for an fd or has handed in
             // work, only the due timers are looked at: no system call.
             let found = if idle || self.reactor.has_fd_waiters() || self.remote.has_work() {
