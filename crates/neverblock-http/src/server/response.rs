@@ -1,5 +1,5 @@
-//! What a handler returns: a status, header fields, and a body that is bytes, a stream, or a
-//! range of a file the server sends with `sendfile(2)`.
+//! What a handler returns: a status, header fields, and a body that is bytes (its own or shared
+//! with a cache), a stream, or a range of a file the server sends with `sendfile(2)`.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -261,6 +261,9 @@ pub enum Body {
     Empty,
     /// These bytes.
     Bytes(Cow<'static, [u8]>),
+    /// These bytes, shared with whoever else holds them (a cache of the handler's): sent as
+    /// [`Bytes`](Body::Bytes) are, without a copy of their own for the response.
+    Shared(Rc<[u8]>),
     /// What `reader` yields: `len` bytes, or (`None`) until it ends, sent chunked (on HTTP/2, in
     /// DATA frames either way).
     Reader {
@@ -347,6 +350,7 @@ impl Body {
         match self {
             Body::Empty => Some(0),
             Body::Bytes(bytes) => Some(bytes.len() as u64),
+            Body::Shared(bytes) => Some(bytes.len() as u64),
             Body::Reader { len, .. } => *len,
             Body::File { len, .. } => Some(*len),
         }
@@ -372,6 +376,7 @@ impl fmt::Debug for Body {
         match self {
             Body::Empty => f.write_str("Empty"),
             Body::Bytes(bytes) => write!(f, "Bytes({} bytes)", bytes.len()),
+            Body::Shared(bytes) => write!(f, "Shared({} bytes)", bytes.len()),
             Body::Reader { len, .. } => f.debug_struct("Reader").field("len", len).finish_non_exhaustive(),
             Body::File { offset, len, .. } => f.debug_struct("File").field("offset", offset).field("len", len).finish(),
         }
@@ -387,6 +392,24 @@ impl From<Vec<u8>> for Body {
 impl From<&'static [u8]> for Body {
     fn from(bytes: &'static [u8]) -> Body {
         Body::Bytes(Cow::Borrowed(bytes))
+    }
+}
+
+/// The bytes a cache keeps, shared by every response that sends them.
+///
+/// # Examples
+///
+/// ```
+/// use std::rc::Rc;
+/// use neverblock_http::server::{Body, Response};
+///
+/// let page: Rc<[u8]> = Rc::from(&b"<p>rendered once</p>"[..]);
+/// let answer = Response::new(200).body(Rc::clone(&page));
+/// assert!(matches!(answer.body_ref(), Body::Shared(bytes) if Rc::ptr_eq(bytes, &page)));
+/// ```
+impl From<Rc<[u8]>> for Body {
+    fn from(bytes: Rc<[u8]>) -> Body {
+        Body::Shared(bytes)
     }
 }
 

@@ -139,16 +139,8 @@ impl From<StreamError> for Failure {
 fn send_body(socket: &Socket, body: Body, chunked: bool) -> Result<u64, Failure> {
     match body {
         Body::Empty => Ok(0),
-        // A short body joins the head in the queue, as `send_bytes` would stage it, without taking
-        // the queue out of the socket.
-        Body::Bytes(bytes) if bytes.len() <= COALESCE => {
-            socket.queue(&bytes);
-            Ok(bytes.len() as u64)
-        }
-        Body::Bytes(bytes) => with_queue(socket, |out, staged| {
-            send_bytes(out, staged, &bytes)?;
-            Ok(bytes.len() as u64)
-        }),
+        Body::Bytes(bytes) => send_in_memory(socket, &bytes),
+        Body::Shared(bytes) => send_in_memory(socket, &bytes),
         Body::Reader { reader, len } => {
             let framing = match len {
                 Some(len) => Streamed::Sized(len),
@@ -177,6 +169,19 @@ fn send_body(socket: &Socket, body: Body, chunked: bool) -> Result<u64, Failure>
             Ok(sent)
         }
     }
+}
+
+/// Writes `bytes` after the queued head. A short body joins the head in the queue, as
+/// `send_bytes` would stage it, without taking the queue out of the socket.
+fn send_in_memory(socket: &Socket, bytes: &[u8]) -> Result<u64, Failure> {
+    if bytes.len() <= COALESCE {
+        socket.queue(bytes);
+        return Ok(bytes.len() as u64);
+    }
+    with_queue(socket, |out, staged| {
+        send_bytes(out, staged, bytes)?;
+        Ok(bytes.len() as u64)
+    })
 }
 
 /// Runs `send` with the socket and its queue taken out of it as the staging buffer (the head, and

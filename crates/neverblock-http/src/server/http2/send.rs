@@ -179,6 +179,8 @@ impl Out<'_> {
             Body::Empty => Ok(()),
             Body::Bytes(Cow::Borrowed(bytes)) => self.piece(Bytes::from_static(bytes)),
             Body::Bytes(Cow::Owned(bytes)) => self.piece(Bytes::from(bytes)),
+            // h2 takes only what may cross threads: a copy, as a shared body is a short one.
+            Body::Shared(bytes) => self.piece(Bytes::copy_from_slice(&bytes)),
             Body::Reader { mut reader, len } => loop {
                 if len.is_some_and(|len| self.sent >= len) {
                     return Ok(());
