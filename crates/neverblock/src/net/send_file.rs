@@ -10,8 +10,9 @@
 //! cache to the socket in the kernel.
 
 use std::fs::File;
-use std::io::{self, IoSliceMut, Read, Seek, SeekFrom};
+use std::io::{self, IoSliceMut};
 use std::os::fd::AsFd;
+use std::os::unix::fs::FileExt;
 
 use rustix::io::ReadWriteFlags;
 
@@ -37,19 +38,20 @@ pub(crate) fn is_cached(file: &File, offset: u64, len: usize) -> bool {
 }
 
 /// Reads `offset..offset + len` of `file` into the page cache on the blocking pool,
-/// parking the calling fiber (outside a runtime, on this thread).
+/// parking the calling fiber (outside a runtime, on this thread). Each read names its
+/// offset (`pread`): the descriptor's position, which a duplicate shares with the
+/// original and so with every response sending the same open file, is left alone.
 pub(crate) fn warm(file: &File, offset: u64, len: usize) -> io::Result<()> {
-    let mut file = file.try_clone()?;
+    let file = file.try_clone()?;
     crate::spawn_blocking(move || {
         let _ = rustix::fs::fadvise(&file, offset, std::num::NonZeroU64::new(len as u64), rustix::fs::Advice::WillNeed);
-        file.seek(SeekFrom::Start(offset))?;
-        let mut left = len;
-        let mut buf = vec![0u8; left.min(64 * 1024)];
-        while left > 0 {
-            let want = left.min(buf.len());
-            match file.read(&mut buf[..want]) {
+        let mut done = 0;
+        let mut buf = vec![0u8; len.min(64 * 1024)];
+        while done < len {
+            let want = (len - done).min(buf.len());
+            match file.read_at(&mut buf[..want], offset + done as u64) {
                 Ok(0) => break,
-                Ok(n) => left -= n,
+                Ok(n) => done += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
