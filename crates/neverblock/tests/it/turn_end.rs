@@ -2,6 +2,7 @@
 //! for I/O or timers, whether that look waits or not.
 
 use std::cell::Cell;
+use std::io::{Read, Write};
 use std::time::Duration;
 
 use neverblock::runtime::at_turn_end;
@@ -61,6 +62,26 @@ fn tasks_that_never_wait_still_end_turns() {
         let seen: Vec<_> = busy.into_iter().map(|task| task.join().unwrap()).collect();
         assert!(seen.iter().all(Option::is_some), "every busy task saw the turn end: {seen:?}");
         assert_eq!(ENDS.get(), 1);
+    });
+}
+
+#[test]
+fn a_turn_ends_at_a_look_for_io_that_does_not_wait() {
+    run(|| {
+        ENDS.set(0);
+        let (mut ours, mut theirs) = neverblock::net::UnixStream::pair().unwrap();
+        // A task waits on a socket, another stays runnable: the loop looks at the reactor
+        // without waiting.
+        let reader = spawn(move || {
+            let mut byte = [0u8; 1];
+            ours.read_exact(&mut byte).unwrap();
+        });
+        yield_now();
+        assert!(at_turn_end(count_end));
+        let busy = spawn(|| (0..1000).find(|_| ENDS.get() == 1 || !yield_now_then_true()));
+        assert!(busy.join().unwrap().is_some(), "the busy task saw the turn end");
+        theirs.write_all(b"x").unwrap();
+        reader.join().unwrap();
     });
 }
 
