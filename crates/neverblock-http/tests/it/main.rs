@@ -46,6 +46,8 @@ mod server_timeouts;
 mod serving;
 #[cfg(feature = "server")]
 mod static_files;
+#[cfg(feature = "server")]
+mod static_freshness;
 #[cfg(all(feature = "client", feature = "server"))]
 mod upstream;
 #[cfg(feature = "server")]

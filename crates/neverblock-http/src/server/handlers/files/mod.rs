@@ -4,26 +4,37 @@
 //! NUL bytes), opened so that no symbolic link leads out of the root and no disk read stalls the
 //! loop (`open.rs`), and answered with `Content-Type` by extension, `ETag` and `Last-Modified`,
 //! conditional requests in RFC 9110's order (`conditional.rs`) and a single byte range
-//! (`range.rs`); the body is a file range the server sends with `sendfile(2)`.
+//! (`range.rs`); the body is a file range the server sends with `sendfile(2)`, or a small file's
+//! bytes from memory.
+//!
+//! What a path was found to be (`found.rs`: the open file, its metadata, tag, dates and type) is
+//! shared by the requests of one turn of the loop and forgotten before the loop next looks for
+//! events (`this_turn.rs`), so under load one open serves many requests while any change to the
+//! file is seen by the first request after it. Small files' bytes stay with the loop from turn to
+//! turn, reused while the file just opened is the one they were read from, unchanged
+//! (`small_files.rs`): then a response is one write, and its request two system calls.
 
 mod conditional;
+mod found;
 mod open;
 mod path;
 mod range;
+mod small_files;
 mod then;
+mod this_turn;
 mod xsendfile;
 
 use std::borrow::Cow;
-use std::fs::{File, Metadata};
 use std::io;
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+use std::rc::Rc;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use crate::error::{Error, ErrorKind};
 use crate::server::{is_out_of_descriptors, shed_idle_connections, Body, Handler, Request, Response};
 use conditional::{Conditions, Outcome, Validators};
+use found::Found;
 use open::Root;
 use range::Selection;
 pub use then::FilesThen;
@@ -183,38 +194,38 @@ impl StaticFiles {
 
     /// The response for a path mapped under the root: a file, a directory's index, or why not.
     fn serve_mapped(&self, request: &Request<'_>, mapped: path::Mapped) -> Response {
-        let (mut file, mut meta) = match self.open(&mapped.relative) {
-            Ok(opened) => opened,
+        let mut found = match self.open(&mapped.relative) {
+            Ok(found) => found,
             Err(e) => return self.open_failed(request, &e),
         };
         let mut relative = mapped.relative;
-        if meta.is_dir() {
+        if found.meta.is_dir() {
             if !mapped.trailing_slash {
                 return redirect_to_directory(request);
             }
             relative.push("index.html");
-            (file, meta) = match self.open(&relative) {
-                Ok(opened) => opened,
+            found = match self.open(&relative) {
+                Ok(found) => found,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => return Response::error(403, "no index.html here"),
                 Err(e) => return self.open_failed(request, &e),
             };
         } else if mapped.trailing_slash {
             return Response::error(404, "not a directory");
         }
-        if !meta.is_file() {
+        if !found.meta.is_file() {
             return Response::error(403, "not a regular file");
         }
-        let content_type = content_type(&relative);
         if self.precompressed && accepts_gzip(list_field(request, "accept-encoding").as_deref()) {
             let mut gz = relative.into_os_string();
             gz.push(".gz");
-            if let Ok((gz_file, gz_meta)) = self.open(Path::new(&gz)) {
-                if gz_meta.is_file() {
-                    return self.file_response(request, request.method(), gz_file, &gz_meta, content_type, true);
+            if let Ok(gz_found) = self.open(Path::new(&gz)) {
+                if gz_found.meta.is_file() {
+                    let content_type = found.content_type.clone();
+                    return self.file_response(request, request.method(), &gz_found, content_type, true);
                 }
             }
         }
-        self.file_response(request, request.method(), file, &meta, content_type, false)
+        self.file_response(request, request.method(), &found, found.content_type.clone(), false)
     }
 
     /// The response for the regular file at `relative` under the root, named by a handler rather
@@ -222,23 +233,21 @@ impl StaticFiles {
     /// GET (or a HEAD) of the file, with its conditionals and range. What cannot be served is
     /// returned as the error of the open, or `None` for what is not a regular file.
     fn serve_named(&self, request: &Request<'_>, relative: &Path) -> Result<Option<Response>, io::Error> {
-        let (file, meta) = self.open(relative)?;
-        if !meta.is_file() {
+        let found = self.open(relative)?;
+        if !found.meta.is_file() {
             return Ok(None);
         }
         let method = if request.method() == "HEAD" { "HEAD" } else { "GET" };
-        Ok(Some(self.file_response(request, method, file, &meta, content_type(relative), false)))
+        Ok(Some(self.file_response(request, method, &found, found.content_type.clone(), false)))
     }
 
-    /// Opens `relative` under the root, with its metadata (`fstat` of an open file: no disk read);
+    /// Opens `relative` under the root, or takes what this loop found there this turn;
     /// running out of descriptors sheds idle connections and tries once more.
-    fn open(&self, relative: &Path) -> io::Result<(File, Metadata)> {
-        let file = match open::open(&self.root, relative) {
-            Err(e) if is_out_of_descriptors(&e) && shed_idle_connections() => open::open(&self.root, relative),
+    fn open(&self, relative: &Path) -> io::Result<Rc<Found>> {
+        match this_turn::find(&self.root, relative) {
+            Err(e) if is_out_of_descriptors(&e) && shed_idle_connections() => this_turn::find(&self.root, relative),
             other => other,
-        }?;
-        let meta = file.metadata()?;
-        Ok((file, meta))
+        }
     }
 
     /// The answer when the file could not be opened.
@@ -278,22 +287,24 @@ impl StaticFiles {
         }
     }
 
-    /// The response for an open regular file: conditionals, range, headers, and the file as body.
+    /// The response for an open regular file: conditionals, range, headers, and the file as body
+    /// (from memory when its bytes are, and it is sent whole).
     fn file_response(
         &self,
         request: &Request<'_>,
         method: &str,
-        file: File,
-        meta: &Metadata,
+        found: &Found,
         content_type: Cow<'static, str>,
         gzip: bool,
     ) -> Response {
-        let size = meta.len();
+        let size = found.meta.len();
         let now = SystemTime::now();
         // A modification time in the future is said as now (RFC 9110 §8.8.2.1).
-        let modified = meta.modified().unwrap_or(UNIX_EPOCH).min(now);
-        let etag = etag(meta);
-        let last_modified = httpdate::fmt_http_date(conditional::to_second(modified));
+        let modified = found.modified.min(now);
+        let last_modified = match found.modified <= now {
+            true => found.last_modified.clone(),
+            false => httpdate::fmt_http_date(conditional::to_second(now)),
+        };
         let (if_match, if_none_match) = (list_field(request, "if-match"), list_field(request, "if-none-match"));
         let conditions = Conditions {
             if_match: if_match.as_deref(),
@@ -302,13 +313,14 @@ impl StaticFiles {
             if_modified_since: request.header("if-modified-since"),
             if_range: request.header("if-range"),
         };
-        let validators = Validators { etag: &etag, modified, now };
+        let validators = Validators { etag: &found.etag, modified, now };
         let outcome = conditional::evaluate(method, &conditions, &validators);
         // Every answer, refusals too, depends on Accept-Encoding when a gzip sibling may be chosen.
         let vary = |response: Response| match self.precompressed {
             true => response.header("Vary", "Accept-Encoding"),
             false => response,
         };
+        let part = |offset: u64, len: u64| Body::File { file: Rc::clone(&found.file), offset, len };
         let mut response = match outcome {
             Outcome::Failed => return vary(Response::error(412, "a precondition failed")),
             Outcome::NotModified => Response::new(304),
@@ -318,10 +330,13 @@ impl StaticFiles {
                     _ => Selection::Whole,
                 };
                 match selection {
-                    Selection::Whole => Response::new(200).body(Body::file(file, 0, size)),
-                    Selection::Part(part) => Response::new(206)
-                        .header("Content-Range", format!("bytes {}-{}/{size}", part.start, part.end - 1))
-                        .body(Body::file(file, part.start, part.end - part.start)),
+                    Selection::Whole => match &found.bytes {
+                        Some(bytes) => Response::new(200).body(Rc::clone(bytes)),
+                        None => Response::new(200).body(part(0, size)),
+                    },
+                    Selection::Part(part_range) => Response::new(206)
+                        .header("Content-Range", format!("bytes {}-{}/{size}", part_range.start, part_range.end - 1))
+                        .body(part(part_range.start, part_range.end - part_range.start)),
                     Selection::Unsatisfiable => {
                         return vary(
                             Response::error(416, "the range is outside the file")
@@ -338,7 +353,7 @@ impl StaticFiles {
                 response.append_header("Content-Encoding", "gzip");
             }
         }
-        response.append_header("ETag", etag);
+        response.append_header("ETag", found.etag.clone());
         response.append_header("Last-Modified", last_modified);
         vary(response)
     }
@@ -387,24 +402,6 @@ fn redirect_to_directory(request: &Request<'_>) -> Response {
     Response::error(301, "this is a directory").header("Location", location)
 }
 
-/// A strong entity tag from what changes when the file does: inode, size, modification time.
-fn etag(meta: &Metadata) -> String {
-    let modified = meta.modified().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).unwrap_or_default();
-    format!("\"{:x}-{:x}-{:x}.{:x}\"", meta.ino(), meta.len(), modified.as_secs(), modified.subsec_nanos())
-}
-
-/// The media type by extension (text as UTF-8); `application/octet-stream` for an unknown one.
-/// From the guess's static text: no parse, and no allocation but for text's charset.
-fn content_type(path: &Path) -> Cow<'static, str> {
-    match mime_guess::from_path(path).first_raw() {
-        Some(raw) if raw.starts_with("text/") || raw == "application/javascript" => {
-            Cow::Owned(format!("{raw}; charset=utf-8"))
-        }
-        Some(raw) => Cow::Borrowed(raw),
-        None => Cow::Borrowed("application/octet-stream"),
-    }
-}
-
 /// Whether `Accept-Encoding` accepts gzip: named with a nonzero weight, or `*` when gzip is not
 /// named.
 fn accepts_gzip(field: Option<&str>) -> bool {
@@ -445,12 +442,5 @@ mod tests {
         for (field, expected) in cases {
             assert_eq!(accepts_gzip(field), expected, "{field:?}");
         }
-    }
-
-    #[test]
-    fn types_come_from_the_extension() {
-        assert_eq!(content_type(Path::new("a/index.html")), "text/html; charset=utf-8");
-        assert_eq!(content_type(Path::new("x.png")), "image/png");
-        assert_eq!(content_type(Path::new("noext")), "application/octet-stream");
     }
 }

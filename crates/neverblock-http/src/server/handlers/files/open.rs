@@ -12,6 +12,7 @@ use std::fs::File;
 use std::io;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use rustix::fs::{Mode, OFlags, ResolveFlags};
@@ -22,18 +23,27 @@ use rustix::io::Errno;
 pub(super) struct Root {
     dir: File,
     path: PathBuf,
+    id: u64,
 }
+
+/// The number of the next root opened.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 impl Root {
     /// Opens `path`, which must be a directory.
     pub(super) fn open(path: &Path) -> io::Result<Root> {
         let path = path.canonicalize()?;
         let dir = std::fs::OpenOptions::new().read(true).custom_flags(OFlags::DIRECTORY.bits() as i32).open(&path)?;
-        Ok(Root { dir, path })
+        Ok(Root { dir, path, id: NEXT_ID.fetch_add(1, Ordering::Relaxed) })
     }
 
     pub(super) fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// This root's number, unique in the process: what the loops' caches know it by.
+    pub(super) fn id(&self) -> u64 {
+        self.id
     }
 }
 
