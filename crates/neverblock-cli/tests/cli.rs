@@ -4,6 +4,8 @@ use std::process::Command;
 
 use serde_json::Value;
 
+#[path = "cli/serve_files.rs"]
+mod serve_files;
 #[path = "cli/serve_options.rs"]
 mod serve_options;
 #[path = "cli/serve_restarts.rs"]

@@ -31,14 +31,22 @@ fn collect(from: impl Read + Send + 'static, into: Arc<Mutex<String>>) -> JoinHa
 impl Serving {
     /// `neverblock serve --listen 127.0.0.1:0 --workers 1 ARGS…` with `env` set.
     pub(crate) fn start(args: &[&str], env: &[(&str, &str)]) -> Serving {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_neverblock"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--workers", "1"])
-            .args(args)
-            .envs(env.iter().copied())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start neverblock serve");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_neverblock"));
+        command.args(["serve", "--listen", "127.0.0.1:0", "--workers", "1"]).args(args).envs(env.iter().copied());
+        Serving::spawned(&mut command)
+    }
+
+    /// The same, allowed at most `limit` open descriptors (the shell's `ulimit -n`).
+    pub(crate) fn start_under_fd_limit(limit: usize, args: &[&str]) -> Serving {
+        let mut command = Command::new("sh");
+        command.arg("-c").arg(format!("ulimit -n {limit} && exec \"$0\" \"$@\""));
+        command.arg(env!("CARGO_BIN_EXE_neverblock")).args(["serve", "--listen", "127.0.0.1:0", "--workers", "1"]);
+        Serving::spawned(command.args(args))
+    }
+
+    /// Starts `command`, a `neverblock serve`, and reads its startup line.
+    fn spawned(command: &mut Command) -> Serving {
+        let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start neverblock serve");
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
         stdout.read_line(&mut line).unwrap();
