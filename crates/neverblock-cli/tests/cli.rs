@@ -737,6 +737,12 @@ fn http_static_bench_measures_both_files_from_serve_and_its_peers() {
         assert_eq!(ours["metrics"]["errors"], 0, "{ours}");
         let nginx = rows.iter().any(|r| r["impl"] == "nginx" && r["params"]["file"] == file);
         assert_eq!(nginx, nginx_installed(), "{stderr}");
+        let h2o = rows.iter().find(|r| r["impl"] == "h2o" && r["params"]["file"] == file);
+        assert_eq!(h2o.is_some(), installed("h2o", "--version"), "{stderr}");
+        if let Some(h2o) = h2o {
+            assert_eq!(h2o["metrics"]["errors"], 0, "h2o serves the file asked for: {h2o}");
+            assert!(h2o["metrics"]["server_cpu_us_per_req"].as_f64().is_some_and(|us| us > 0.0), "{h2o}");
+        }
     }
     let go = rows.iter().filter(|r| r["impl"] == "go-file-server").count();
     assert_eq!(go, if installed("go", "version") { 2 } else { 0 }, "{stderr}");

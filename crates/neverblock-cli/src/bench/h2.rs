@@ -1,4 +1,4 @@
-//! h2: HTTP/2 from `neverblock serve` beside nginx (`listen … http2`) and Go's net/http
+//! h2: HTTP/2 from `neverblock serve` beside nginx (`listen … http2`), h2o and Go's net/http
 //! (`--peers`), one worker each by default, pinned as `http-hello` pins them (the server on its
 //! CPUs, the load on the others), loaded by `h2load` (Debian's `nghttp2-client`): 10 connections,
 //! each with 10 streams in flight, for a 13-byte file and a 1 MiB file, over TLS (ALPN `h2`,
@@ -19,13 +19,13 @@ use super::downloads;
 use super::http_hello::HELLO;
 use super::servers::{self, pinned, Content, Placement, ServerChild, TempDir};
 use super::side_by_side::median;
-use super::{nginx, peers, report, Common, Row};
+use super::{h2o, nginx, peers, report, Common, Row};
 
 /// Options of `bench h2`.
 #[derive(Args, Debug)]
 pub(crate) struct H2Args {
-    /// Server workers, one configuration each: neverblock's loops, nginx's worker processes, Go's
-    /// GOMAXPROCS.
+    /// Server workers, one configuration each: neverblock's loops, nginx's worker processes, h2o's
+    /// threads, Go's GOMAXPROCS.
     #[arg(long, value_delimiter = ',', default_values_t = [1usize])]
     workers: Vec<usize>,
     /// h2load's connections (`-c`).
@@ -114,6 +114,7 @@ fn contenders<'a>(content: Content<'a>, transport: Transport, peers: bool) -> Ve
             name: "nginx",
             start: Box::new(move |workers| nginx::start_speaking(content, workers, true)),
         });
+        contenders.push(Contender { name: "h2o", start: Box::new(move |workers| h2o::start(content, workers)) });
         let h2c = transport == Transport::Cleartext;
         contenders.push(Contender {
             name: "go-net-http",

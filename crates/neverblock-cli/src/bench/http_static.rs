@@ -1,6 +1,7 @@
 //! http_static: requests a second for a small file (13 bytes) and a 1 MiB file served by
-//! `neverblock serve`, beside nginx (`sendfile on`) and Go's `http.FileServer` with the same
-//! number of workers, over 100 keep-alive connections from neverblock's own load generator.
+//! `neverblock serve`, beside nginx (`sendfile on`), h2o (`file.dir`) and Go's `http.FileServer`
+//! with the same number of workers, over 100 keep-alive connections from neverblock's own load
+//! generator.
 
 use clap::Args;
 use serde_json::json;
@@ -9,13 +10,13 @@ use super::downloads;
 use super::http_hello::HELLO;
 use super::servers::{self, Content, TempDir};
 use super::side_by_side::{self, Case, Contender, LoadArgs};
-use super::{nginx, peers, report, Common};
+use super::{h2o, nginx, peers, report, Common};
 
 /// Options of `bench http-static`.
 #[derive(Args, Debug)]
 pub(crate) struct StaticArgs {
-    /// Server workers, one configuration each: neverblock's loops, nginx's worker processes, Go's
-    /// GOMAXPROCS.
+    /// Server workers, one configuration each: neverblock's loops, nginx's worker processes, h2o's
+    /// threads, Go's GOMAXPROCS.
     #[arg(long, value_delimiter = ',', default_values_t = [1usize, 2])]
     workers: Vec<usize>,
     #[command(flatten)]
@@ -46,6 +47,8 @@ pub(crate) fn run(args: StaticArgs) -> anyhow::Result<()> {
         let _ = peers::go_http_server();
         contenders
             .push(Contender { name: "nginx", start: Box::new(|workers| nginx::start(Content::Files(root), workers)) });
+        contenders
+            .push(Contender { name: "h2o", start: Box::new(|workers| h2o::start(Content::Files(root), workers)) });
         contenders.push(Contender {
             name: "go-file-server",
             start: Box::new(|workers| servers::go(Content::Files(root), workers)),

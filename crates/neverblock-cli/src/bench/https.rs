@@ -1,5 +1,5 @@
-//! https: `neverblock serve --tls-listen` beside nginx (`ssl` listener) and Go's
-//! `http.ServeTLS` + `http.FileServer`, one worker each by default, the same certificate, key and
+//! https: `neverblock serve --tls-listen` beside nginx (`ssl` listener), h2o (`ssl` on its
+//! listener) and Go's `http.ServeTLS` + `http.FileServer`, one worker each by default, the same certificate, key and
 //! files for all, loaded over TLS 1.3 by neverblock's own load generator
 //! ([`https_load`](super::https_load)):
 //!
@@ -19,13 +19,13 @@ use super::http_hello::HELLO;
 use super::https_load::{Handshakes, Tls};
 use super::servers::{self, Content, TempDir};
 use super::side_by_side::{self, Case, Contender, LoadArgs};
-use super::{nginx, peers, report, Common, Row};
+use super::{h2o, nginx, peers, report, Common, Row};
 
 /// Options of `bench https`.
 #[derive(Args, Debug)]
 pub(crate) struct HttpsArgs {
-    /// Server workers, one configuration each: neverblock's loops, nginx's worker processes, Go's
-    /// GOMAXPROCS.
+    /// Server workers, one configuration each: neverblock's loops, nginx's worker processes, h2o's
+    /// threads, Go's GOMAXPROCS.
     #[arg(long, value_delimiter = ',', default_values_t = [1usize])]
     workers: Vec<usize>,
     #[command(flatten)]
@@ -105,6 +105,7 @@ fn contenders<'a>(content: Content<'a>, args: &'a HttpsArgs) -> Vec<Contender<'a
     contenders.extend(args.load.baseline(move |bin, workers| servers::neverblock_at(bin, content, workers)));
     if args.common.peers {
         contenders.push(Contender { name: "nginx", start: Box::new(move |workers| nginx::start(content, workers)) });
+        contenders.push(Contender { name: "h2o", start: Box::new(move |workers| h2o::start(content, workers)) });
         contenders
             .push(Contender { name: "go-net-http", start: Box::new(move |workers| servers::go(content, workers)) });
     }

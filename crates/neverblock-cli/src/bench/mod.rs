@@ -8,6 +8,7 @@ mod downloads;
 mod fiber_chain;
 mod fiber_switch;
 mod h2;
+mod h2o;
 mod http_hello;
 mod http_load;
 mod http_static;
@@ -76,12 +77,12 @@ pub(crate) enum Bench {
     Xsendfile(xsendfile::XSendfileArgs),
     /// Requests/s for a 13-byte answer over 100 keep-alive connections (vs nginx, Go net/http, may_minihttp).
     HttpHello(http_hello::HelloArgs),
-    /// Requests/s for a 13-byte and a 1 MiB file from `neverblock serve` (vs nginx with sendfile, Go's FileServer).
+    /// Requests/s for a 13-byte and a 1 MiB file from `neverblock serve` (vs nginx with sendfile, h2o, Go's FileServer).
     HttpStatic(http_static::StaticArgs),
-    /// HTTPS from `serve --tls-listen` (vs nginx, Go's ServeTLS), TLS 1.3: full handshakes/s (ECDSA
+    /// HTTPS from `serve --tls-listen` (vs nginx, h2o, Go's ServeTLS), TLS 1.3: full handshakes/s (ECDSA
     /// P-256 and RSA-2048), resumed handshakes/s, kept-alive requests/s, MB/s for a 1 MiB file.
     Https(https::HttpsArgs),
-    /// HTTP/2 from `serve` (vs nginx and Go's net/http) under h2load: 10 connections x 10
+    /// HTTP/2 from `serve` (vs nginx, h2o and Go's net/http) under h2load: 10 connections x 10
     /// streams, a 13-byte and a 1 MiB file, over TLS and in cleartext: requests/s, MB/s, CPU per request.
     H2(h2::H2Args),
     /// C clients each downloading a 20 MB file at 1 MB/s: aggregate MB/s, time to first byte, checked bytes (vs nginx).
@@ -111,8 +112,8 @@ pub(crate) struct Common {
     #[arg(long)]
     json: bool,
     /// Also run the peers each benchmark has, when installed: raw corosensei (the floor), MRI Ruby, Go,
-    /// Python gevent; Go pgx and tokio-postgres for pg-mix and pg-select1; nginx, Go net/http and
-    /// may_minihttp for the HTTP servers.
+    /// Python gevent; Go pgx and tokio-postgres for pg-mix and pg-select1; nginx, h2o (the file
+    /// servers), Go net/http and may_minihttp for the HTTP servers.
     #[arg(long)]
     peers: bool,
     /// Also draw the results as an SVG picture into this file: lines against the varied
