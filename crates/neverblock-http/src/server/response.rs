@@ -52,7 +52,8 @@ impl Response {
     /// assert_eq!((gone.status(), gone.body_ref().len()), (410, Some(0)));
     /// ```
     pub fn new(status: u16) -> Response {
-        Response { status, headers: Vec::new(), body: Body::Empty }
+        // Room for the fields a response usually gets (the static files' six) in one allocation.
+        Response { status, headers: Vec::with_capacity(8), body: Body::Empty }
     }
 
     /// The server's own kind of answer: `status` with a line of plain text saying why, as the

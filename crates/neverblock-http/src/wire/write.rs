@@ -21,7 +21,8 @@ const SIZE_LINE_ROOM: usize = 18;
 /// but horizontal tab (so no CR, LF or NUL can end the field or the head early and smuggle in
 /// another).
 pub(crate) fn is_valid_field(name: &str, value: &str) -> bool {
-    is_token(name) && value.bytes().all(|b| b == b'\t' || (b >= 0x20 && b != 0x7f))
+    // Every byte looked at, without a branch each: the compiler checks many at once.
+    is_token(name) && value.bytes().fold(true, |valid, b| valid & (b == b'\t' || (b >= 0x20 && b != 0x7f)))
 }
 
 /// Whether `s` is a token (RFC 9110 §5.6.2): a method, a field name.
