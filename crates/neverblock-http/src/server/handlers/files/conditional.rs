@@ -31,6 +31,14 @@ pub(super) struct Conditions<'a> {
     pub(super) if_range: Option<&'a str>,
 }
 
+impl Conditions<'_> {
+    /// Whether the request has none of the conditional fields.
+    pub(super) fn is_empty(&self) -> bool {
+        let Conditions { if_match, if_unmodified_since, if_none_match, if_modified_since, if_range } = self;
+        [if_match, if_unmodified_since, if_none_match, if_modified_since, if_range].iter().all(|field| field.is_none())
+    }
+}
+
 /// What the preconditions decide.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Outcome {

@@ -25,6 +25,8 @@ pub(super) struct Found {
     pub(super) bytes: Option<Rc<[u8]>>,
     /// The modification time (the epoch when the file system has none).
     pub(super) modified: SystemTime,
+    /// The clock when the file was opened.
+    pub(super) opened_at: SystemTime,
     /// The strong entity tag, from inode, size and modification time.
     pub(super) etag: String,
     /// `Last-Modified`, to the second.
@@ -42,16 +44,17 @@ impl Found {
     /// The open's ([`open::open`]) or `statx`'s.
     pub(super) fn open(root: &Arc<Root>, relative: &Path) -> io::Result<Found> {
         // Before anything is read: the bytes are no older than this.
-        let read_at = SystemTime::now();
+        let opened_at = SystemTime::now();
         let file = open::open(root, relative)?;
         let meta = file.metadata()?;
-        let bytes = small_files::bytes(root.id(), relative, &file, &meta, read_at);
+        let bytes = small_files::bytes(root.id(), relative, &file, &meta, opened_at);
         let modified = meta.modified().unwrap_or(UNIX_EPOCH);
         Ok(Found {
             file: Rc::new(file),
             etag: etag(&meta, modified),
             last_modified: httpdate::fmt_http_date(conditional::to_second(modified)),
             modified,
+            opened_at,
             content_type: content_type(relative),
             meta,
             bytes,
@@ -66,16 +69,30 @@ fn etag(meta: &Metadata, modified: SystemTime) -> String {
 }
 
 /// The media type by extension (text as UTF-8); `application/octet-stream` for an unknown one.
-/// From the guess's static text: no parse, and no allocation but for text's charset.
+/// From the guess's static text: no parse, and for the common text types no allocation either,
+/// so every response of the turn shares the value.
 fn content_type(path: &Path) -> Cow<'static, str> {
     match mime_guess::from_path(path).first_raw() {
         Some(raw) if raw.starts_with("text/") || raw == "application/javascript" => {
-            Cow::Owned(format!("{raw}; charset=utf-8"))
+            match UTF8_TEXT.iter().find(|(bare, _)| *bare == raw) {
+                Some((_, with_charset)) => Cow::Borrowed(with_charset),
+                None => Cow::Owned(format!("{raw}; charset=utf-8")),
+            }
         }
         Some(raw) => Cow::Borrowed(raw),
         None => Cow::Borrowed("application/octet-stream"),
     }
 }
+
+/// The common text types with their charset, written out.
+const UTF8_TEXT: [(&str, &str); 6] = [
+    ("text/html", "text/html; charset=utf-8"),
+    ("text/plain", "text/plain; charset=utf-8"),
+    ("text/css", "text/css; charset=utf-8"),
+    ("text/javascript", "text/javascript; charset=utf-8"),
+    ("application/javascript", "application/javascript; charset=utf-8"),
+    ("text/xml", "text/xml; charset=utf-8"),
+];
 
 #[cfg(test)]
 mod tests {
@@ -84,6 +101,8 @@ mod tests {
     #[test]
     fn types_come_from_the_extension() {
         assert_eq!(content_type(Path::new("a/index.html")), "text/html; charset=utf-8");
+        assert!(matches!(content_type(Path::new("a.txt")), Cow::Borrowed("text/plain; charset=utf-8")));
+        assert_eq!(content_type(Path::new("a.csv")), "text/csv; charset=utf-8");
         assert_eq!(content_type(Path::new("x.png")), "image/png");
         assert_eq!(content_type(Path::new("noext")), "application/octet-stream");
     }

@@ -15,6 +15,7 @@
 //! (`small_files.rs`): then a response is one write, and its request two system calls.
 
 mod conditional;
+mod fields;
 mod found;
 mod open;
 mod path;
@@ -34,6 +35,7 @@ use std::time::SystemTime;
 use crate::error::{Error, ErrorKind};
 use crate::server::{is_out_of_descriptors, shed_idle_connections, Body, Handler, Request, Response};
 use conditional::{Conditions, Outcome, Validators};
+use fields::Fields;
 use found::Found;
 use open::Root;
 use range::Selection;
@@ -215,17 +217,18 @@ impl StaticFiles {
         if !found.meta.is_file() {
             return Response::error(403, "not a regular file");
         }
-        if self.precompressed && accepts_gzip(list_field(request, "accept-encoding").as_deref()) {
+        let fields = Fields::of(request);
+        if self.precompressed && accepts_gzip(fields.accept_encoding.get()) {
             let mut gz = relative.into_os_string();
             gz.push(".gz");
             if let Ok(gz_found) = self.open(Path::new(&gz)) {
                 if gz_found.meta.is_file() {
                     let content_type = found.content_type.clone();
-                    return self.file_response(request, request.method(), &gz_found, content_type, true);
+                    return self.file_response(&fields, request.method(), &gz_found, content_type, true);
                 }
             }
         }
-        self.file_response(request, request.method(), &found, found.content_type.clone(), false)
+        self.file_response(&fields, request.method(), &found, found.content_type.clone(), false)
     }
 
     /// The response for the regular file at `relative` under the root, named by a handler rather
@@ -238,7 +241,7 @@ impl StaticFiles {
             return Ok(None);
         }
         let method = if request.method() == "HEAD" { "HEAD" } else { "GET" };
-        Ok(Some(self.file_response(request, method, &found, found.content_type.clone(), false)))
+        Ok(Some(self.file_response(&Fields::of(request), method, &found, found.content_type.clone(), false)))
     }
 
     /// Opens `relative` under the root, or takes what this loop found there this turn;
@@ -291,27 +294,31 @@ impl StaticFiles {
     /// (from memory when its bytes are, and it is sent whole).
     fn file_response(
         &self,
-        request: &Request<'_>,
+        fields: &Fields<'_>,
         method: &str,
         found: &Found,
         content_type: Cow<'static, str>,
         gzip: bool,
     ) -> Response {
         let size = found.meta.len();
-        let now = SystemTime::now();
+        let conditions = Conditions {
+            if_match: fields.if_match.get(),
+            if_unmodified_since: fields.if_unmodified_since.get(),
+            if_none_match: fields.if_none_match.get(),
+            if_modified_since: fields.if_modified_since.get(),
+            if_range: fields.if_range.get(),
+        };
+        // The clock is read only when the answer depends on it: a condition to evaluate, or a
+        // modification time that was ahead of the clock when the file was opened.
+        let now = match conditions.is_empty() && found.modified <= found.opened_at {
+            true => found.opened_at,
+            false => SystemTime::now(),
+        };
         // A modification time in the future is said as now (RFC 9110 §8.8.2.1).
         let modified = found.modified.min(now);
         let last_modified = match found.modified <= now {
             true => found.last_modified.clone(),
             false => httpdate::fmt_http_date(conditional::to_second(now)),
-        };
-        let (if_match, if_none_match) = (list_field(request, "if-match"), list_field(request, "if-none-match"));
-        let conditions = Conditions {
-            if_match: if_match.as_deref(),
-            if_unmodified_since: request.header("if-unmodified-since"),
-            if_none_match: if_none_match.as_deref(),
-            if_modified_since: request.header("if-modified-since"),
-            if_range: request.header("if-range"),
         };
         let validators = Validators { etag: &found.etag, modified, now };
         let outcome = conditional::evaluate(method, &conditions, &validators);
@@ -325,7 +332,7 @@ impl StaticFiles {
             Outcome::Failed => return vary(Response::error(412, "a precondition failed")),
             Outcome::NotModified => Response::new(304),
             Outcome::Proceed { range } => {
-                let selection = match request.header("range") {
+                let selection = match fields.range.get() {
                     Some(field) if range => range::select(field, size),
                     _ => Selection::Whole,
                 };
@@ -377,15 +384,6 @@ fn url_path_beneath(raw: &str) -> Result<std::path::PathBuf, &'static str> {
 /// Whether `e`, from opening a path beneath a root, is the refusal of a path that leads outside it.
 fn leads_outside_root(e: &io::Error) -> bool {
     open::is_escape(e)
-}
-
-/// The value of a list field (RFC 9110 §5.3): its lines joined with commas when it has several.
-fn list_field<'r>(request: &'r Request<'_>, name: &str) -> Option<Cow<'r, str>> {
-    let mut values = request.headers().filter(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v);
-    let first = std::str::from_utf8(values.next()?).ok()?;
-    values.try_fold(Cow::Borrowed(first), |joined, next| {
-        Some(Cow::Owned(format!("{joined}, {}", std::str::from_utf8(next).ok()?)))
-    })
 }
 
 /// 301 to the directory's URL with its slash: relative (the last segment and `/`), so a path that

@@ -7,6 +7,7 @@
 //! broken percent escape. `.` and empty segments are skipped. Symbolic links are the opener's
 //! business (`open.rs`): the kernel refuses any that leads outside the root.
 
+use std::borrow::Cow;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
@@ -28,13 +29,15 @@ pub(super) struct Mapped {
 ///
 /// Why the path is refused.
 pub(super) fn map(raw: &str) -> Result<Mapped, &'static str> {
-    let mut relative = PathBuf::new();
+    // Room for the whole path and an `index.html` after it: one allocation.
+    let mut relative = PathBuf::with_capacity(raw.len() + "/index.html".len());
     for segment in raw.split('/') {
         if segment.bytes().enumerate().any(|(i, b)| b == b'%' && !is_escape(&segment.as_bytes()[i..])) {
             return Err("a broken percent escape in the path");
         }
-        let decoded: Vec<u8> = percent_decode(segment.as_bytes()).collect();
-        match decoded.as_slice() {
+        // Borrowed unless the segment holds an escape.
+        let decoded: Cow<'_, [u8]> = percent_decode(segment.as_bytes()).into();
+        match &*decoded {
             b"" | b"." => {}
             b".." => return Err("a `..` segment in the path"),
             bytes if bytes.contains(&b'/') => return Err("an encoded slash in the path"),

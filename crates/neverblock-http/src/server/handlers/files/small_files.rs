@@ -14,7 +14,6 @@
 //! does.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::fs::{File, Metadata};
 use std::io::IoSliceMut;
 use std::os::unix::ffi::OsStrExt;
@@ -23,6 +22,7 @@ use std::path::Path;
 use std::rc::Rc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use foldhash::HashMap;
 use rustix::io::ReadWriteFlags;
 
 /// The largest file kept in memory: 16 KiB.
