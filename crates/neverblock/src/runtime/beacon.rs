@@ -9,7 +9,8 @@
 
 use std::panic::Location;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::time::Duration;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use crossbeam_utils::atomic::AtomicCell;
 
@@ -18,11 +19,15 @@ use super::label::Label;
 /// `turn_started` while the loop waits in its poller: no turn runs, nothing is held.
 pub(crate) const WAITING: u64 = 0;
 
-/// Nanoseconds on the monotonic clock (`Instant`'s), as one number every thread can compare.
+/// What `now_ns` counts from: the first clock read of the process.
+static EPOCH: OnceLock<Instant> = OnceLock::new();
+
+/// Nanoseconds on the monotonic clock (`Instant`'s) since the process first read it, as one
+/// number every thread can compare. Read through the C library's clock (the vDSO), which tools
+/// that emulate the CPU, such as Valgrind, also provide; never 0 (`WAITING`).
 pub(crate) fn now_ns() -> u64 {
-    let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    // Never 0 (`WAITING`): the monotonic clock counts from boot, and a machine is up more than 1 ns.
-    (now.tv_sec as u64).wrapping_mul(1_000_000_000).wrapping_add(now.tv_nsec as u64).max(1)
+    let epoch = *EPOCH.get_or_init(Instant::now);
+    u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX).saturating_add(1)
 }
 
 /// What one loop publishes; shared by the loop (which writes) and the sentinel (which reads).
