@@ -16,9 +16,10 @@ use crossbeam_utils::atomic::AtomicCell;
 
 /// Slots a chunk holds.
 const CHUNK: usize = 1024;
-/// Chunks a loop may have: slab keys past `CHUNK * CHUNKS` (four million live tasks on one
-/// loop) are not recorded, and a stall in such a task names its number alone.
-const CHUNKS: usize = 4096;
+/// Chunks a loop may have (48 KiB of empty chunk cells per loop): slab keys past `CHUNK * CHUNKS`
+/// (two million live tasks on one loop) are not recorded, and a stall in such a task names its
+/// number alone.
+const CHUNKS: usize = 2048;
 
 /// One task's identity.
 #[derive(Default)]
