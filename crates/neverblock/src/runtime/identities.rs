@@ -33,7 +33,7 @@ struct Slot {
 
 /// A loop's task identities by slab key (the low 32 bits of a task's number).
 pub(crate) struct Identities {
-    chunks: Box<[OnceLock<Box<[Slot]>>]>,
+    chunks: Box<[OnceLock<Box<[Slot; CHUNK]>>; CHUNKS]>,
 }
 
 /// What the sentinel reads of a task.
@@ -45,19 +45,21 @@ pub(crate) struct Identity {
 
 impl Identities {
     pub(crate) fn new() -> Identities {
-        Identities { chunks: (0..CHUNKS).map(|_| OnceLock::new()).collect() }
+        let chunks: Box<[_]> = (0..CHUNKS).map(|_| OnceLock::new()).collect();
+        Identities { chunks: chunks.try_into().unwrap_or_else(|_| unreachable!("CHUNKS cells")) }
     }
 
     /// The slot of task `task`, made with its chunk if `make`.
+    #[inline(always)]
     fn slot(&self, task: u64, make: bool) -> Option<&Slot> {
         let key = (task & u64::from(u32::MAX)) as usize;
         let chunk = self.chunks.get(key / CHUNK)?;
         let slots = match chunk.get() {
             Some(slots) => slots,
-            None if make => chunk.get_or_init(|| (0..CHUNK).map(|_| Slot::default()).collect()),
+            None if make => chunk.get_or_init(new_chunk),
             None => return None,
         };
-        slots.get(key % CHUNK)
+        Some(&slots[key % CHUNK])
     }
 
     /// Records task `task` (never 0), spawned at `site` with the label of key `label`. On the
@@ -96,6 +98,13 @@ impl Identities {
         fence(Ordering::Acquire);
         (slot.task.load(Ordering::Relaxed) == task).then_some(Identity { site: site?, label })
     }
+}
+
+/// A chunk of empty slots, made on the heap (a chunk is 24 KiB: never on a fiber's stack).
+#[cold]
+fn new_chunk() -> Box<[Slot; CHUNK]> {
+    let slots: Box<[Slot]> = (0..CHUNK).map(|_| Slot::default()).collect();
+    slots.try_into().unwrap_or_else(|_| unreachable!("CHUNK slots"))
 }
 
 impl std::fmt::Debug for Identities {
