@@ -31,6 +31,18 @@ struct Slot {
     label: AtomicUsize,
 }
 
+impl Slot {
+    /// Changes the slot for `task` with `change`, its number 0 meanwhile, so a reader on another
+    /// thread never takes half of one task's identity for another's.
+    #[inline(always)]
+    fn write(&self, task: u64, change: impl FnOnce()) {
+        self.task.store(0, Ordering::Relaxed);
+        fence(Ordering::Release);
+        change();
+        self.task.store(task, Ordering::Release);
+    }
+}
+
 /// A loop's task identities by slab key (the low 32 bits of a task's number).
 pub(crate) struct Identities {
     chunks: Box<[OnceLock<Box<[Slot; CHUNK]>>; CHUNKS]>,
@@ -67,23 +79,17 @@ impl Identities {
     #[inline]
     pub(crate) fn spawned(&self, task: u64, site: &'static Location<'static>, label: usize) {
         if let Some(slot) = self.slot(task, true) {
-            slot.task.store(0, Ordering::Relaxed);
-            fence(Ordering::Release);
-            slot.site.store(Some(site));
-            slot.label.store(label, Ordering::Relaxed);
-            slot.task.store(task, Ordering::Release);
+            slot.write(task, || {
+                slot.site.store(Some(site));
+                slot.label.store(label, Ordering::Relaxed);
+            });
         }
     }
 
     /// Task `task` has taken the label of key `label`. On the loop's thread only.
     pub(crate) fn labelled(&self, task: u64, label: usize) {
-        if let Some(slot) = self.slot(task, false) {
-            if slot.task.load(Ordering::Relaxed) == task {
-                slot.task.store(0, Ordering::Relaxed);
-                fence(Ordering::Release);
-                slot.label.store(label, Ordering::Relaxed);
-                slot.task.store(task, Ordering::Release);
-            }
+        if let Some(slot) = self.slot(task, false).filter(|slot| slot.task.load(Ordering::Relaxed) == task) {
+            slot.write(task, || slot.label.store(label, Ordering::Relaxed));
         }
     }
 

@@ -26,9 +26,6 @@ pub(crate) struct Label {
     activity: spin::Mutex<Activity>,
 }
 
-/// The bytes of an `Arc`'s strong and weak counts, which come before its value.
-const ARC_COUNTS: usize = 2 * std::mem::size_of::<usize>();
-
 /// Every live label, by address: the sentinel's way from a published number to a label.
 static LIVE: Mutex<Option<HashMap<usize, Weak<Label>>>> = Mutex::new(None);
 
@@ -45,15 +42,9 @@ impl Label {
         LIVE.lock().ignore_poison().as_ref()?.get(&key)?.upgrade()
     }
 
-    /// The number that stands for this label in a beacon, unique while it lives: its address
-    /// less the `Arc`'s two counts before it, which is the `Arc`'s own pointer, so a task's
-    /// `Option<Arc<Label>>` becomes its key (0 for none) without a test at each task switch.
+    /// The number that stands for this label in a task's identity: its address, unique while it lives.
     pub(crate) fn key(self: &Arc<Self>) -> usize {
-        Self::key_of(Arc::as_ptr(self))
-    }
-
-    fn key_of(label: *const Label) -> usize {
-        (label as usize).wrapping_sub(ARC_COUNTS)
+        Arc::as_ptr(self) as usize
     }
 
     pub(crate) fn name(&self) -> Option<&Arc<str>> {
@@ -75,7 +66,7 @@ impl Label {
 
 impl Drop for Label {
     fn drop(&mut self) {
-        let key = Self::key_of(self);
+        let key = self as *const Label as usize;
         if let Some(live) = LIVE.lock().ignore_poison().as_mut() {
             live.remove(&key);
         }
