@@ -380,8 +380,11 @@ impl ServerBuilder {
         self
     }
 
-    /// Shuts the server down gracefully on SIGTERM or SIGINT while it runs; a second signal closes
-    /// every connection at once. Once the server has returned, the signals act as by default again.
+    /// Shuts the server down gracefully on SIGTERM or SIGINT; a second signal closes every
+    /// connection at once. The signals are caught from the moment the server is bound, so one sent
+    /// as soon as its address is known is never lost (if it comes before [`run`](Server::run), the
+    /// run shuts down as it starts). Once the server has returned, or is dropped without running,
+    /// the signals act as by default again.
     ///
     /// # Examples
     ///
@@ -455,7 +458,7 @@ impl ServerBuilder {
     /// assert_eq!(taken.kind(), ErrorKind::Listen, "the port is in use");
     /// ```
     pub fn bind(self, addr: impl ToSocketAddrs) -> Result<Server, Error> {
-        Server::new(self).listen(addr)
+        Server::new(self)?.listen(addr)
     }
 
     /// Listens on `addr` for HTTPS with `tls` (see [`bind`](ServerBuilder::bind)): each connection
@@ -476,7 +479,7 @@ impl ServerBuilder {
     /// # drop(server);
     /// ```
     pub fn bind_tls(self, addr: impl ToSocketAddrs, tls: &TlsConfig) -> Result<Server, Error> {
-        Server::new(self).listen_tls(addr, tls)
+        Server::new(self)?.listen_tls(addr, tls)
     }
 
     /// Listens for HTTP in cleartext on `sockets`, bound elsewhere: handed over by systemd's
@@ -501,7 +504,7 @@ impl ServerBuilder {
     /// assert_eq!(server.local_addr(), addr);
     /// ```
     pub fn bind_sockets(self, sockets: Vec<std::net::TcpListener>) -> Result<Server, Error> {
-        Server::new(self).listen_sockets(sockets)
+        Server::new(self)?.listen_sockets(sockets)
     }
 
     /// Listens for HTTPS with `tls` on `sockets`, bound elsewhere (see
@@ -522,7 +525,7 @@ impl ServerBuilder {
     /// # drop(server);
     /// ```
     pub fn bind_sockets_tls(self, sockets: Vec<std::net::TcpListener>, tls: &TlsConfig) -> Result<Server, Error> {
-        Server::new(self).listen_sockets_tls(sockets, tls)
+        Server::new(self)?.listen_sockets_tls(sockets, tls)
     }
 
     /// How many loops the server runs.

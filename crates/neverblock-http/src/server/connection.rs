@@ -12,7 +12,7 @@ use neverblock::net::TcpStream;
 use super::panics::{catch, panic_message};
 use super::registry::Registered;
 use super::timed::TimedStream;
-use super::tls::{self, Handshake, HandshakeEnd, HandshakeOutcome, TlsConfig, TlsInfo};
+use super::tls::{self, Handshake, HandshakeEnd, HandshakeOutcome, TlsConfig, TlsInfo, TlsSession};
 use super::{http1, http2, ServerLoop};
 
 /// What a protocol's driver is given of its connection, beside the stream.
@@ -47,19 +47,10 @@ pub(super) fn serve(
     let timed = TimedStream::new(stream.clone());
     let (session, tls_info) = match tls {
         None => (None, None),
-        Some(config) => {
-            // Idle until the handshake's first byte: a shutdown or shedding may close it.
-            registered.set_idle_since(Some(started));
-            let handshake = tls::handshake(&timed, config, started);
-            registered.set_idle_since(None);
-            match handshake {
-                Ok((session, info)) => {
-                    report_handshake(server_loop, HandshakeOutcome::Completed, Some(&info), peer, started);
-                    (Some(session), Some(info))
-                }
-                Err(end) => return handshake_failed(server_loop, end, peer, started),
-            }
-        }
+        Some(config) => match handshake(&timed, config, &registered, server_loop, peer, started) {
+            Some((session, info)) => (Some(session), Some(info)),
+            None => return,
+        },
     };
     let connection = Connection { peer, local, tls: tls_info, registered };
     let http2 = server_loop.config.http2
@@ -77,6 +68,35 @@ pub(super) fn serve(
         http2::serve(stream, session, connection, server_loop);
     } else {
         http1::serve(timed, session, connection, server_loop);
+    }
+}
+
+/// Makes the TLS handshake of a connection on an HTTPS listener, reporting how it went; `None`
+/// when it gave no session. Out of line, and the session boxed, so that the handshake's state
+/// (a session is over a kilobyte) is not part of every connection's stack frame: the pages an
+/// idle kept-alive connection's fiber has touched stay resident while it waits.
+#[inline(never)]
+fn handshake(
+    timed: &TimedStream,
+    config: &TlsConfig,
+    registered: &Registered,
+    server_loop: &ServerLoop,
+    peer: SocketAddr,
+    started: Instant,
+) -> Option<(Box<TlsSession>, TlsInfo)> {
+    // Idle until the handshake's first byte: a shutdown or shedding may close it.
+    registered.set_idle_since(Some(started));
+    let handshake = tls::handshake(timed, config, started);
+    registered.set_idle_since(None);
+    match handshake {
+        Ok((session, info)) => {
+            report_handshake(server_loop, HandshakeOutcome::Completed, Some(&info), peer, started);
+            Some((Box::new(session), info))
+        }
+        Err(end) => {
+            handshake_failed(server_loop, end, peer, started);
+            None
+        }
     }
 }
 

@@ -164,6 +164,8 @@ pub struct Server {
     listeners: Vec<Listener>,
     settings: ServerBuilder,
     state: Arc<ServerState>,
+    /// SIGTERM and SIGINT, caught from the moment the server is made (when its settings ask).
+    signals: Option<(Signals, std::os::unix::net::UnixStream)>,
 }
 
 impl fmt::Debug for Server {
@@ -215,10 +217,13 @@ impl Server {
         ServerBuilder::default().bind(addr)
     }
 
-    /// A server with `settings` that listens nowhere yet.
-    fn new(settings: ServerBuilder) -> Server {
+    /// A server with `settings` that listens nowhere yet, catching its signals already if the
+    /// settings ask: a signal sent once its address is known (printed, say) is never lost, even
+    /// before it runs.
+    fn new(settings: ServerBuilder) -> Result<Server, Error> {
         let state = Arc::new(ServerState::new(settings.loops()));
-        Server { listeners: Vec::new(), settings, state }
+        let signals = if settings.signals() { Some(Signals::install()?) } else { None };
+        Ok(Server { listeners: Vec::new(), settings, state, signals })
     }
 
     /// Listens on `addr` too, for HTTP in cleartext (see [`ServerBuilder::bind`]).
@@ -381,9 +386,8 @@ impl Server {
     /// running.join().unwrap().unwrap();
     /// ```
     pub fn run(self, handler: impl Handler) -> Result<(), Error> {
-        let Server { listeners, settings, state } = self;
+        let Server { listeners, settings, state, signals } = self;
         let config = Arc::new(settings.config(Arc::new(handler)));
-        let signals = if settings.signals() { Some(Signals::install()?) } else { None };
         let handle = ServerHandle { state: state.clone() };
         if listeners.iter().any(|listener| listener.tls.is_some()) {
             match neverblock::net::kernel_tls_support() {

@@ -298,29 +298,33 @@ static WATCHERS: Mutex<Watchers> = Mutex::new(Watchers { count: 0, default: None
 
 impl Signals {
     /// Registers the signals; returns the guard and the socket their bytes arrive on.
+    ///
+    /// The pipes come first: a signal may stop taking its default action only once it reaches
+    /// one. (The other order lost a SIGTERM sent in between: the handler was in, told not to
+    /// act, and had no pipe to write to yet.)
     pub(super) fn install() -> Result<(Signals, UnixStream), Error> {
         let fail = |e| Error::with_source(ErrorKind::Server, "register SIGTERM and SIGINT".to_owned(), e);
         let (reader, writer) = UnixStream::pair().map_err(fail)?;
         reader.set_nonblocking(true).map_err(fail)?;
-        let mut watchers = WATCHERS.lock().unwrap_or_else(|p| p.into_inner());
-        if watchers.default.is_none() {
-            let default = Arc::new(AtomicBool::new(false));
-            for signal in SIGNALS {
-                signal_hook::flag::register_conditional_default(signal, default.clone()).map_err(fail)?;
-            }
-            watchers.default = Some(default);
-        }
-        watchers.count += 1;
-        if let Some(default) = &watchers.default {
-            default.store(false, SeqCst);
-        }
-        drop(watchers);
+        WATCHERS.lock().unwrap_or_else(|p| p.into_inner()).count += 1;
         // From here on, dropping the guard (on an error too) undoes the count.
         let mut signals = Signals { ids: Vec::new() };
         for signal in SIGNALS {
             let writer = writer.try_clone().map_err(fail)?;
             signals.ids.push(signal_hook::low_level::pipe::register(signal, writer).map_err(fail)?);
         }
+        let mut watchers = WATCHERS.lock().unwrap_or_else(|p| p.into_inner());
+        match &watchers.default {
+            Some(default) => default.store(false, SeqCst),
+            None => {
+                let default = Arc::new(AtomicBool::new(false));
+                for signal in SIGNALS {
+                    signal_hook::flag::register_conditional_default(signal, default.clone()).map_err(fail)?;
+                }
+                watchers.default = Some(default);
+            }
+        }
+        drop(watchers);
         Ok((signals, reader))
     }
 

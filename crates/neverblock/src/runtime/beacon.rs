@@ -3,26 +3,31 @@
 //! running turn started, which task runs now, and how long its last stall lasted.
 //!
 //! The loop writes the turn's start once a turn (a turn reads the clock anyway) and
-//! the running task's number, spawn site and label at each task switch: three
-//! plain stores to a cache line no other thread writes, read by the sentinel a
-//! few times per threshold. Nothing here is ever locked or waited on.
+//! the running task's number at each task switch: one plain store to a cache line
+//! no other thread writes, read by the sentinel a few times per threshold. The
+//! task's spawn site and label are written once, when it is spawned, into the
+//! beacon's `Identities`. Nothing here is ever locked or waited on.
 
 use std::panic::Location;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
-use crossbeam_utils::atomic::AtomicCell;
-
+use super::identities::Identities;
 use super::label::Label;
 
 /// `turn_started` while the loop waits in its poller: no turn runs, nothing is held.
 pub(crate) const WAITING: u64 = 0;
 
-/// Nanoseconds on the monotonic clock (`Instant`'s), as one number every thread can compare.
+/// What `now_ns` counts from: the first clock read of the process.
+static EPOCH: OnceLock<Instant> = OnceLock::new();
+
+/// Nanoseconds on the monotonic clock (`Instant`'s) since the process first read it, as one
+/// number every thread can compare. Read through the C library's clock (the vDSO), which tools
+/// that emulate the CPU, such as Valgrind, also provide; never 0 (`WAITING`).
 pub(crate) fn now_ns() -> u64 {
-    let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    // Never 0 (`WAITING`): the monotonic clock counts from boot, and a machine is up more than 1 ns.
-    (now.tv_sec as u64).wrapping_mul(1_000_000_000).wrapping_add(now.tv_nsec as u64).max(1)
+    let epoch = *EPOCH.get_or_init(Instant::now);
+    u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX).saturating_add(1)
 }
 
 /// What one loop publishes; shared by the loop (which writes) and the sentinel (which reads).
@@ -40,15 +45,13 @@ pub(crate) struct Beacon {
     turn_started: AtomicU64,
     /// The running task's number; 0 while the loop does its own work between tasks.
     task: AtomicU64,
-    /// Where the running task was spawned.
-    site: AtomicCell<Option<&'static Location<'static>>>,
-    /// The running task's label, by address (`Label::key`); 0 for none.
-    label: AtomicUsize,
     /// The last turn longer than the threshold: when it started, and its length in nanoseconds.
     stall_started: AtomicU64,
     stall_length: AtomicU64,
     /// The loop has stopped for good (its `run` is over).
     ended: AtomicBool,
+    /// Who the loop's tasks are, by number.
+    pub(crate) identities: Identities,
 }
 
 /// The running task as a beacon shows it, read on another thread.
@@ -57,11 +60,6 @@ pub(crate) struct Running {
     pub(crate) task: u64,
     pub(crate) site: Option<&'static Location<'static>>,
     pub(crate) label: usize,
-}
-
-impl Running {
-    /// No task: the loop's own work between tasks (timers, polls, work other threads handed in).
-    pub(crate) const LOOP: Running = Running { task: 0, site: None, label: 0 };
 }
 
 impl Beacon {
@@ -73,18 +71,17 @@ impl Beacon {
             threshold,
             turn_started: AtomicU64::new(WAITING),
             task: AtomicU64::new(0),
-            site: AtomicCell::new(None),
-            label: AtomicUsize::new(0),
             stall_started: AtomicU64::new(0),
             stall_length: AtomicU64::new(0),
             ended: AtomicBool::new(false),
+            identities: Identities::new(),
         }
     }
 
     /// A turn starts at `now`, with the loop's own work (no task runs yet).
     #[inline]
     pub(crate) fn turn_starts(&self, now: u64) {
-        self.running(Running::LOOP);
+        self.running(0);
         self.turn_started.store(now, Ordering::Release);
     }
 
@@ -111,12 +108,10 @@ impl Beacon {
         self.ended.load(Ordering::Acquire)
     }
 
-    /// `running` runs now (a task switch).
+    /// Task `task` runs now (a task switch), or none (0): the loop's own work.
     #[inline(always)]
-    pub(crate) fn running(&self, running: Running) {
-        self.task.store(running.task, Ordering::Relaxed);
-        self.site.store(running.site);
-        self.label.store(running.label, Ordering::Relaxed);
+    pub(crate) fn running(&self, task: u64) {
+        self.task.store(task, Ordering::Relaxed);
     }
 
     /// When the running turn started, or `WAITING`.
@@ -126,11 +121,9 @@ impl Beacon {
 
     /// The task running now (as last published: check `turn_started` around it).
     pub(crate) fn running_now(&self) -> Running {
-        Running {
-            task: self.task.load(Ordering::Relaxed),
-            site: self.site.load(),
-            label: self.label.load(Ordering::Relaxed),
-        }
+        let task = self.task.load(Ordering::Relaxed);
+        let identity = self.identities.find(task);
+        Running { task, site: identity.map(|found| found.site), label: identity.map_or(0, |found| found.label) }
     }
 
     /// The length of the turn that started at `started`, if it was the last stall published.

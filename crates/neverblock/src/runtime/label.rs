@@ -42,7 +42,7 @@ impl Label {
         LIVE.lock().ignore_poison().as_ref()?.get(&key)?.upgrade()
     }
 
-    /// The number that stands for this label in a beacon: its address, unique while it lives.
+    /// The number that stands for this label in a task's identity: its address, unique while it lives.
     pub(crate) fn key(self: &Arc<Self>) -> usize {
         Arc::as_ptr(self) as usize
     }

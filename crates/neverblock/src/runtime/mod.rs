@@ -45,6 +45,7 @@ mod beacon;
 mod blocking;
 #[cfg(feature = "hooks")]
 pub(crate) mod fd_waits;
+mod identities;
 mod label;
 pub(crate) mod polling;
 pub(crate) mod registration;

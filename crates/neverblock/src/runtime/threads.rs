@@ -112,7 +112,7 @@ impl Builder {
     ///
     /// One sentinel thread watches every loop of the process, looking a few times per
     /// threshold at what each loop publishes (the start of its running turn, once a
-    /// turn; the running task, three plain stores per task switch): the loops do no
+    /// turn; the running task's number, one plain store per task switch): the loops do no
     /// more than that. No backtrace of the stalled thread is taken (that would take
     /// unwinding it from a signal handler, which is not safe); the spawn site stands
     /// in for one. Turns longer than the threshold are counted as stalls in

@@ -68,7 +68,7 @@ struct Addresses<'c> {
 /// client asks to close it, or the server stops.
 pub(super) fn serve(
     timed: TimedStream,
-    session: Option<TlsSession>,
+    session: Option<Box<TlsSession>>,
     connection: Connection,
     server_loop: &Rc<ServerLoop>,
 ) {

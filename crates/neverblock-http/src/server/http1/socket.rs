@@ -23,13 +23,14 @@ pub(super) struct Socket {
 struct Inner {
     timed: TimedStream,
     /// The TLS session the bytes go through, on an HTTPS connection.
-    tls: Option<RefCell<TlsSession>>,
+    /// Boxed: a session is over a kilobyte, which a cleartext connection should not carry.
+    tls: Option<RefCell<Box<TlsSession>>>,
     /// Response bytes to write before the next read (see [`Socket::queue`]).
     pending: RefCell<Vec<u8>>,
 }
 
 impl Socket {
-    pub(super) fn new(timed: TimedStream, tls: Option<TlsSession>) -> Socket {
+    pub(super) fn new(timed: TimedStream, tls: Option<Box<TlsSession>>) -> Socket {
         Socket { inner: Rc::new(Inner { timed, tls: tls.map(RefCell::new), pending: RefCell::default() }) }
     }
 
@@ -108,7 +109,7 @@ impl Socket {
         if let Some(tls) = &self.inner.tls {
             let mut session = tls.borrow_mut();
             session.send_close_notify();
-            let _ = rustls::Stream::new(&mut *session, &mut TimedIo(&self.inner.timed)).flush();
+            let _ = rustls::Stream::new(&mut **session, &mut TimedIo(&self.inner.timed)).flush();
         }
     }
 
@@ -126,7 +127,7 @@ impl Socket {
     fn write_all_through(&self, bytes: &[u8]) -> io::Result<()> {
         match &self.inner.tls {
             None => self.inner.timed.write_all(bytes),
-            Some(tls) => rustls::Stream::new(&mut *tls.borrow_mut(), &mut TimedIo(&self.inner.timed)).write_all(bytes),
+            Some(tls) => rustls::Stream::new(&mut **tls.borrow_mut(), &mut TimedIo(&self.inner.timed)).write_all(bytes),
         }
     }
 }
@@ -138,7 +139,7 @@ impl Read for Socket {
         let inner = &*self.inner;
         match &inner.tls {
             None => inner.timed.read(buf),
-            Some(tls) => rustls::Stream::new(&mut *tls.borrow_mut(), &mut TimedIo(&inner.timed)).read(buf),
+            Some(tls) => rustls::Stream::new(&mut **tls.borrow_mut(), &mut TimedIo(&inner.timed)).read(buf),
         }
     }
 }
@@ -150,7 +151,7 @@ impl Write for Socket {
         let inner = &*self.inner;
         match &inner.tls {
             None => inner.timed.write(buf),
-            Some(tls) => rustls::Stream::new(&mut *tls.borrow_mut(), &mut TimedIo(&inner.timed)).write(buf),
+            Some(tls) => rustls::Stream::new(&mut **tls.borrow_mut(), &mut TimedIo(&inner.timed)).write(buf),
         }
     }
 

@@ -86,9 +86,10 @@ const DRIVER_STACK: usize = 256 * 1024;
 /// Serves the connection (its TLS handshake made, on an HTTPS listener) until the client or the
 /// server ends it and its streams are answered, on a fiber of [`DRIVER_STACK`] that this one
 /// waits for.
+#[inline(never)] // its state stays off the stack of the connection's fiber, which HTTP/1 keeps small
 pub(super) fn serve(
     stream: Rc<TcpStream>,
-    session: Option<TlsSession>,
+    session: Option<Box<TlsSession>>,
     connection: Connection,
     server_loop: &Rc<ServerLoop>,
 ) {
@@ -98,7 +99,7 @@ pub(super) fn serve(
         let socket = AsyncIo::batching(stream.clone());
         match session {
             None => drive(socket, &stream, connection, &server_loop),
-            Some(session) => drive(TlsIo::new(socket, session), &stream, connection, &server_loop),
+            Some(session) => drive(TlsIo::new(socket, *session), &stream, connection, &server_loop),
         }
     });
     match driver.map(JoinHandle::join) {

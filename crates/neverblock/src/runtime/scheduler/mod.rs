@@ -24,7 +24,7 @@ use std::rc::Rc;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
-use super::beacon::{label_key, Beacon, Running};
+use super::beacon::Beacon;
 use super::{running, sentinel, LoopSettings};
 use crate::fiber::{self, Fiber, Inherited, PanicPayload, StackError};
 use crate::reactor::{Reactor, Turn};
@@ -281,11 +281,7 @@ impl Scheduler {
         self.interruption.set(if task.timed_out { Woken::TimedOut } else { Woken::Ready });
         self.switches.set(self.switches.get() + 1);
         self.current.set(Some(id));
-        self.turns.beacon().running(Running {
-            task: id,
-            site: Some(task.spawned_at),
-            label: label_key(task.label.as_ref()),
-        });
+        self.turns.beacon().running(id);
     }
 
     /// Whether the next switch should go to the root, to poll.

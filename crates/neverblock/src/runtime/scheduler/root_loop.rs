@@ -7,7 +7,7 @@ use std::io;
 use std::time::Duration;
 
 use super::tasks::key;
-use super::{Running, Scheduler};
+use super::Scheduler;
 use crate::reactor::Wake;
 
 /// How often a loop whose tasks all wait on sync primitives, which another
@@ -47,7 +47,7 @@ impl Scheduler {
                     return Err(io::Error::other(format!("a task could not be continued: {e}")));
                 }
             }
-            self.turns.beacon().running(Running::LOOP);
+            self.turns.beacon().running(0);
             if let Some(id) = self.current.take() {
                 // The task handed control to the root without parking (a raw transfer):
                 // nothing will wake it (no wake-up carries its turn), so it stays parked for good.

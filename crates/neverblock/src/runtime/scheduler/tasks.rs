@@ -16,7 +16,7 @@ use super::{Outcome, Scheduler, Wait, POLL_EVERY};
 use crate::fiber::{inherited_now, Fiber, Inherited, PanicPayload};
 use crate::reactor::timer::TimerKey;
 use crate::reactor::{Alarm, Turn, Wake};
-use crate::runtime::beacon::{label_key, Running};
+use crate::runtime::beacon::label_key;
 use crate::runtime::label::Label;
 use crate::runtime::task::TaskBody;
 
@@ -107,6 +107,7 @@ impl Scheduler {
             TaskLabel::Own(label) => (Some(label), true),
             TaskLabel::Inherited(label) => (Some(label), false),
         };
+        self.turns.beacon().identities.spawned(id, spawned_at, label_key(label.as_ref()));
         entry.insert(Task {
             id,
             start: Some((body, inherited_now())),
@@ -151,21 +152,18 @@ impl Scheduler {
     /// the name), and published as the running task's.
     pub(crate) fn own_label(&self) -> Arc<Label> {
         let id = self.current.get().expect("a task runs");
-        let (label, site) = self
-            .with_task(id, |task| {
-                let label = match &task.label {
-                    Some(label) if task.own_label => label.clone(),
-                    inherited => {
-                        let label = Label::new(inherited.as_ref().and_then(|label| label.name().cloned()));
-                        task.label = Some(label.clone());
-                        task.own_label = true;
-                        label
-                    }
-                };
-                (label, task.spawned_at)
+        let label = self
+            .with_task(id, |task| match &task.label {
+                Some(label) if task.own_label => label.clone(),
+                inherited => {
+                    let label = Label::new(inherited.as_ref().and_then(|label| label.name().cloned()));
+                    task.label = Some(label.clone());
+                    task.own_label = true;
+                    label
+                }
             })
             .expect("the running task is registered");
-        self.turns.beacon().running(Running { task: id, site: Some(site), label: label_key(Some(&label)) });
+        self.turns.beacon().identities.labelled(id, label_key(Some(&label)));
         label
     }
 
