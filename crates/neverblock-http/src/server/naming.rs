@@ -25,8 +25,8 @@ pub(super) struct Answering<'a>(&'a TaskActivity);
 impl<'a> Answering<'a> {
     /// `GET /path` (the query left out: it may carry what a dump should not show).
     pub(super) fn start(activity: &'a TaskActivity, method: &str, target: &str) -> Answering<'a> {
-        let path = target.split_once('?').map_or(target, |(path, _)| path);
-        activity.set(format_args!("{method} {path}"));
+        let path = target.as_bytes().iter().position(|&b| b == b'?').map_or(target, |q| &target[..q]);
+        activity.set_parts(&[method, " ", path]);
         Answering(activity)
     }
 }

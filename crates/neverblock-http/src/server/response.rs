@@ -8,6 +8,7 @@ use std::io::Read;
 use std::rc::Rc;
 
 use crate::wire::server::reason_phrase;
+use crate::wire::write::is_valid_field;
 
 /// A response: status, header fields, body.
 ///
@@ -36,7 +37,9 @@ use crate::wire::server::reason_phrase;
 /// ```
 pub struct Response {
     status: u16,
-    headers: Vec<(Cow<'static, str>, Cow<'static, str>)>,
+    headers: Vec<(Cow<'static, str>, FieldValue)>,
+    /// Whether a field was added that cannot be written (each is checked as it is added, once).
+    has_invalid_field: bool,
     body: Body,
 }
 
@@ -53,7 +56,7 @@ impl Response {
     /// ```
     pub fn new(status: u16) -> Response {
         // Room for the fields a response usually gets (the static files' six) in one allocation.
-        Response { status, headers: Vec::with_capacity(8), body: Body::Empty }
+        Response { status, headers: Vec::with_capacity(8), has_invalid_field: false, body: Body::Empty }
     }
 
     /// The server's own kind of answer: `status` with a line of plain text saying why, as the
@@ -87,7 +90,7 @@ impl Response {
     /// assert_eq!(cached.header_value("cache-control"), Some("max-age=60"));
     /// ```
     pub fn header(mut self, name: impl Into<Cow<'static, str>>, value: impl Into<Cow<'static, str>>) -> Response {
-        self.headers.push((name.into(), value.into()));
+        self.append_header(name, value);
         self
     }
 
@@ -146,7 +149,7 @@ impl Response {
     /// assert_eq!(response.header_value("etag"), None);
     /// ```
     pub fn header_value(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| &**v)
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
 
     /// Every field, in order.
@@ -161,7 +164,7 @@ impl Response {
     /// assert_eq!(links, ["</a.css>", "</b.js>"]);
     /// ```
     pub fn headers(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.headers.iter().map(|(n, v)| (&**n, &**v))
+        self.headers.iter().map(|(n, v)| (&**n, v.as_str()))
     }
 
     /// Adds a field to a response already built.
@@ -176,7 +179,33 @@ impl Response {
     /// assert_eq!(response.header_value("vary"), Some("Accept-Encoding"));
     /// ```
     pub fn append_header(&mut self, name: impl Into<Cow<'static, str>>, value: impl Into<Cow<'static, str>>) {
-        self.headers.push((name.into(), value.into()));
+        let (name, value) = (name.into(), value.into());
+        self.has_invalid_field |= !is_valid_field(&name, &value);
+        self.headers.push((name, FieldValue::Text(value)));
+    }
+
+    /// Adds a field the server made itself, valid by construction (a token for a name, a value
+    /// from a parser or a formatter that writes no control byte): not checked again.
+    pub(crate) fn append_valid_header(&mut self, name: &'static str, value: impl Into<Cow<'static, str>>) {
+        let value = value.into();
+        debug_assert!(is_valid_field(name, &value), "{name:?}: {value:?}");
+        self.headers.push((Cow::Borrowed(name), FieldValue::Text(value)));
+    }
+
+    /// Adds a field the server made itself, as [`append_valid_header`](Self::append_valid_header),
+    /// with a value it shares with other responses (a file's tag, say): no copy a response.
+    pub(crate) fn append_valid_shared_header(&mut self, name: &'static str, value: &Rc<str>) {
+        debug_assert!(is_valid_field(name, value), "{name:?}: {value:?}");
+        self.headers.push((Cow::Borrowed(name), FieldValue::Shared(Rc::clone(value))));
+    }
+
+    /// The first field that cannot be written in a head (a name that is not a token, a value with
+    /// a control byte), if one was added and is still there.
+    pub(crate) fn invalid_field(&self) -> Option<(&str, &str)> {
+        match self.has_invalid_field {
+            true => self.headers().find(|(name, value)| !is_valid_field(name, value)),
+            false => None,
+        }
     }
 
     /// Removes every field called `name` (any case); returns the first one's value.
@@ -195,7 +224,7 @@ impl Response {
         self.headers.retain_mut(|(n, v)| {
             let matched = n.eq_ignore_ascii_case(name);
             if matched && first.is_none() {
-                first = Some(std::mem::take(v));
+                first = Some(std::mem::replace(v, FieldValue::Text(Cow::Borrowed(""))).into_text());
             }
             !matched
         });
@@ -239,6 +268,34 @@ impl fmt::Debug for Response {
             .field("headers", &self.headers)
             .field("body", &self.body)
             .finish()
+    }
+}
+
+/// A field's value: text the response owns or borrows for good, or shared with other responses.
+enum FieldValue {
+    Text(Cow<'static, str>),
+    Shared(Rc<str>),
+}
+
+impl FieldValue {
+    fn as_str(&self) -> &str {
+        match self {
+            FieldValue::Text(text) => text,
+            FieldValue::Shared(shared) => shared,
+        }
+    }
+
+    fn into_text(self) -> Cow<'static, str> {
+        match self {
+            FieldValue::Text(text) => text,
+            FieldValue::Shared(shared) => Cow::Owned(shared.to_string()),
+        }
+    }
+}
+
+impl fmt::Debug for FieldValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
     }
 }
 
@@ -423,5 +480,33 @@ impl From<String> for Body {
 impl From<&'static str> for Body {
     fn from(text: &'static str) -> Body {
         Body::Bytes(Cow::Borrowed(text.as_bytes()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_invalid_field_is_known_until_it_is_removed() {
+        let mut response = Response::new(200).header("X-Ok", "fine");
+        assert_eq!(response.invalid_field(), None);
+        response.append_header("X-Bad", "a\r\nSet-Cookie: stolen=1");
+        response.append_header("Bad Name", "v");
+        assert_eq!(response.invalid_field(), Some(("X-Bad", "a\r\nSet-Cookie: stolen=1")));
+        assert_eq!(response.remove_header("x-bad").as_deref(), Some("a\r\nSet-Cookie: stolen=1"));
+        assert_eq!(response.invalid_field(), Some(("Bad Name", "v")));
+        response.remove_header("bad name");
+        assert_eq!(response.invalid_field(), None);
+    }
+
+    #[test]
+    fn a_shared_value_reads_and_is_removed_as_text() {
+        let tag: Rc<str> = Rc::from("\"1-2-3.4\"");
+        let mut response = Response::new(200);
+        response.append_valid_shared_header("ETag", &tag);
+        assert_eq!((response.header_value("etag"), Rc::strong_count(&tag)), (Some("\"1-2-3.4\""), 2));
+        assert_eq!(response.remove_header("ETag").as_deref(), Some("\"1-2-3.4\""));
+        assert_eq!((response.headers().count(), Rc::strong_count(&tag)), (0, 1));
     }
 }

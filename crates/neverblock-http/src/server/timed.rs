@@ -52,8 +52,9 @@ impl MinRate {
     pub(crate) fn allowance(&self) -> Option<Duration> {
         let mut allow = self.per_wait;
         if self.min_rate > 0 {
-            let earned =
-                self.per_wait.saturating_add(Duration::from_secs_f64(self.moved as f64 / self.min_rate as f64));
+            // In whole nanoseconds, without floating point: `moved` bytes at `min_rate` a second.
+            let nanos = u128::from(self.moved) * 1_000_000_000 / u128::from(self.min_rate);
+            let earned = self.per_wait.saturating_add(Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX)));
             allow = allow.min(earned.checked_sub(self.waited)?);
         }
         (!allow.is_zero()).then_some(allow)

@@ -1,6 +1,7 @@
-//! A message head as received: one copy of its bytes, and where the parts of its start line and
-//! each field's name and value lie in it (two allocations however many fields, reused from one
-//! request to the next on a server connection).
+//! A message head as received: one copy of its bytes, one of its text (the start line's parts and
+//! the field names, which the parser gave as text), and where each part lies in them (three
+//! allocations however many fields, reused from one request to the next on a server connection).
+//! The text is kept apart so that reading a method, a target or a name needs no UTF-8 check.
 
 use std::fmt;
 use std::ops::Range;
@@ -10,21 +11,24 @@ use std::ops::Range;
 pub(crate) struct Head {
     /// The head as read, start line to final CRLF.
     bytes: Vec<u8>,
-    /// A request's method and target; a response's reason phrase and nothing.
+    /// The method and target (a request's) or reason phrase (a response's), then every field's
+    /// name: the parts the parser checked are text.
+    text: String,
+    /// A request's method and target; a response's reason phrase and nothing (in `text`).
     line: [Span; 2],
     /// Whether this is a request's head (for `Debug`).
     request: bool,
     fields: Vec<Field>,
 }
 
-/// Where one part lies in [`Head::bytes`].
+/// Where one part lies in [`Head::bytes`] or [`Head::text`].
 #[derive(Clone, Copy, Debug, Default)]
 struct Span {
     start: u32,
     end: u32,
 }
 
-/// Where one field's name and value lie.
+/// Where one field's name (in the text) and value (in the bytes) lie.
 #[derive(Clone, Copy, Debug)]
 struct Field {
     name: Span,
@@ -39,7 +43,7 @@ impl Head {
     #[cfg(feature = "client")]
     pub(crate) fn of_response(bytes: &[u8], parsed: &httparse::Response<'_, '_>) -> Head {
         let mut head = Head::default();
-        head.fill(bytes, [parsed.reason.unwrap_or_default().as_bytes(), b""], parsed.headers);
+        head.fill(bytes, [parsed.reason.unwrap_or_default(), ""], parsed.headers);
         for field in &head.fields {
             let mut in_fold = false;
             for b in &mut head.bytes[field.value.range()] {
@@ -60,8 +64,7 @@ impl Head {
     /// Makes this the head that `parsed` was parsed from, `bytes`, keeping the allocations.
     #[cfg(feature = "server")]
     pub(crate) fn set_request(&mut self, bytes: &[u8], parsed: &httparse::Request<'_, '_>) {
-        let line = [parsed.method.unwrap_or_default().as_bytes(), parsed.path.unwrap_or_default().as_bytes()];
-        self.fill(bytes, line, parsed.headers);
+        self.fill(bytes, [parsed.method.unwrap_or_default(), parsed.path.unwrap_or_default()], parsed.headers);
         self.request = true;
     }
 
@@ -73,42 +76,37 @@ impl Head {
         method: &str,
         target: &str,
         protocol: &str,
-        fields: impl IntoIterator<Item = (&'f [u8], &'f [u8])>,
+        fields: impl IntoIterator<Item = (&'f str, &'f [u8])>,
     ) -> Head {
         let mut head = Head { request: true, ..Head::default() };
-        let push = |bytes: &mut Vec<u8>, part: &[u8]| {
-            let start = bytes.len();
-            bytes.extend_from_slice(part);
-            // A head is bounded by the driver's header list limit, far below 4 GiB.
-            let at = |offset: usize| u32::try_from(offset).expect("a head shorter than 4 GiB");
-            Span { start: at(start), end: at(bytes.len()) }
-        };
-        let method = push(&mut head.bytes, method.as_bytes());
+        head.bytes.extend_from_slice(method.as_bytes());
         head.bytes.push(b' ');
-        let target = push(&mut head.bytes, target.as_bytes());
+        head.bytes.extend_from_slice(target.as_bytes());
         head.bytes.push(b' ');
         head.bytes.extend_from_slice(protocol.as_bytes());
         head.bytes.extend_from_slice(b"\r\n");
-        head.line = [method, target];
+        head.line = [Span::push(&mut head.text, method), Span::push(&mut head.text, target)];
         for (name, value) in fields {
-            let name = push(&mut head.bytes, name);
+            head.bytes.extend_from_slice(name.as_bytes());
             head.bytes.extend_from_slice(b": ");
-            let value = push(&mut head.bytes, value);
+            let value = Span::push_bytes(&mut head.bytes, value);
             head.bytes.extend_from_slice(b"\r\n");
-            head.fields.push(Field { name, value });
+            head.fields.push(Field { name: Span::push(&mut head.text, name), value });
         }
         head.bytes.extend_from_slice(b"\r\n");
         head
     }
 
-    fn fill(&mut self, bytes: &[u8], line: [&[u8]; 2], headers: &[httparse::Header<'_>]) {
-        let span = |part: &[u8]| Span::of(bytes, part);
+    fn fill(&mut self, bytes: &[u8], line: [&str; 2], headers: &[httparse::Header<'_>]) {
         self.bytes.clear();
         self.bytes.extend_from_slice(bytes);
-        self.line = line.map(span);
+        self.text.clear();
+        self.line = line.map(|part| Span::push(&mut self.text, part));
         self.request = false;
         self.fields.clear();
-        self.fields.extend(headers.iter().map(|h| Field { name: span(h.name.as_bytes()), value: span(h.value) }));
+        let text = &mut self.text;
+        self.fields
+            .extend(headers.iter().map(|h| Field { name: Span::push(text, h.name), value: Span::of(bytes, h.value) }));
     }
 
     /// The reason phrase of a response; empty if absent (or not text: httparse gives obs-text as empty).
@@ -143,7 +141,7 @@ impl Head {
 
     /// Every field as bytes (no UTF-8 check of the names).
     pub(crate) fn raw_fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
-        self.fields.iter().map(|f| (self.part(f.name), self.part(f.value)))
+        self.fields.iter().map(|f| (self.text(f.name).as_bytes(), self.part(f.value)))
     }
 
     /// The value of the first field called `name` (any case).
@@ -155,9 +153,9 @@ impl Head {
         &self.bytes[span.range()]
     }
 
-    /// A part httparse gave as text (a method, target, reason phrase, field name): text here too.
+    /// A part the parser gave as text (a method, target, reason phrase, field name).
     fn text(&self, span: Span) -> &str {
-        std::str::from_utf8(self.part(span)).unwrap_or_default()
+        &self.text[span.range()]
     }
 }
 
@@ -170,9 +168,27 @@ impl Span {
         }
         let start = (part.as_ptr() as usize).wrapping_sub(whole.as_ptr() as usize);
         assert!(start <= whole.len() && part.len() <= whole.len() - start, "a part outside its head");
-        // A head is at most `Limits::max_head` long, far below 4 GiB.
+        Span::between(start, start + part.len())
+    }
+
+    /// Appends `part` to `text`; where it lies there.
+    fn push(text: &mut String, part: &str) -> Span {
+        let start = text.len();
+        text.push_str(part);
+        Span::between(start, text.len())
+    }
+
+    /// Appends `part` to `bytes`; where it lies there.
+    fn push_bytes(bytes: &mut Vec<u8>, part: &[u8]) -> Span {
+        let start = bytes.len();
+        bytes.extend_from_slice(part);
+        Span::between(start, bytes.len())
+    }
+
+    fn between(start: usize, end: usize) -> Span {
+        // A head is bounded by the reader's or the driver's limit, far below 4 GiB.
         let at = |offset: usize| u32::try_from(offset).expect("a head shorter than 4 GiB");
-        Span { start: at(start), end: at(start + part.len()) }
+        Span { start: at(start), end: at(end) }
     }
 
     fn range(self) -> Range<usize> {

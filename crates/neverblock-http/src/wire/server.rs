@@ -307,7 +307,8 @@ pub(crate) fn target_parts(method: &str, target: &str) -> Result<(Range<usize>, 
         let authority = scheme_end + 3;
         target[authority..].find(['/', '?']).map_or(target.len(), |i| authority + i)
     };
-    Ok(match target[start..].find('?') {
+    // A byte search: a `str` search for a `char` costs several times more on a short target.
+    Ok(match target.as_bytes()[start..].iter().position(|&b| b == b'?') {
         Some(q) => (start..start + q, Some(start + q + 1..target.len())),
         None => (start..target.len(), None),
     })

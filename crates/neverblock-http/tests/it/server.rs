@@ -113,6 +113,27 @@ fn every_response_carries_the_current_date() {
 }
 
 #[test]
+fn the_fields_the_server_frames_with_are_its_own_and_a_handlers_date_is_kept() {
+    let server = Running::start(|_: &mut Request<'_>| {
+        Response::new(200)
+            .header("date", "Sun, 06 Nov 1994 08:49:37 GMT")
+            .header("Content-Length", "999")
+            .header("Transfer-Encoding", "gzip")
+            .header("Connection", "keep-alive, close")
+            .header("X-Kept", "yes")
+            .body("four")
+    });
+    let reply = &replies(server.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))[0];
+    let named = |name: &str| reply.headers.iter().filter(|(n, _)| n.eq_ignore_ascii_case(name)).count();
+    assert_eq!(reply.header("date"), Some("Sun, 06 Nov 1994 08:49:37 GMT"), "{reply:?}");
+    assert_eq!(named("date"), 1, "the handler's Date alone: {reply:?}");
+    assert_eq!((reply.header("content-length"), named("content-length")), (Some("4"), 1), "{reply:?}");
+    assert_eq!(named("transfer-encoding"), 0, "{reply:?}");
+    assert_eq!(reply.header("connection"), Some("close"), "a close in the handler's list closes: {reply:?}");
+    assert_eq!((reply.header("x-kept"), reply.text().as_str()), (Some("yes"), "four"));
+}
+
+#[test]
 fn a_handler_panic_answers_500_and_closes_only_its_connection() {
     let server = Running::start(|request: &mut Request<'_>| match request.path() {
         "/boom" => panic!("boom"),

@@ -493,9 +493,12 @@ impl TcpStream {
     }
 }
 
+// Reads and writes are system calls made here (rustix's), not through libc: a program that links
+// the blocking-call hooks has libc's `recv` and `send` lead through them, which would only look
+// up this socket's state to make the same call.
 impl Read for &TcpStream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.io.read_stream(buf.len(), |mut s| s.read(buf))
+        self.io.read_stream(buf.len(), |s| Ok(rustix::net::recv(s, &mut *buf, rustix::net::RecvFlags::empty())?.0))
     }
 
     fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
@@ -506,7 +509,8 @@ impl Read for &TcpStream {
 
 impl Write for &TcpStream {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.io.write_stream(buf.len(), |mut s| s.write(buf))
+        // MSG_NOSIGNAL: a peer gone is an error here (EPIPE), never a SIGPIPE, as std's send does.
+        self.io.write_stream(buf.len(), |s| Ok(rustix::net::send(s, buf, rustix::net::SendFlags::NOSIGNAL)?))
     }
 
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {

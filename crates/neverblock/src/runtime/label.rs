@@ -173,6 +173,27 @@ impl TaskActivity {
         let _cut = activity.write_fmt(what); // an error only says the text was cut
     }
 
+    /// Says the task is doing what `parts`, one after the other, say (replacing what it said
+    /// before): [`set`](Self::set) without formatting, for text that is already made, as a
+    /// request's method and path.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// neverblock::run(|| {
+    ///     let activity = neverblock::runtime::TaskActivity::current().unwrap();
+    ///     activity.set_parts(&["GET", " ", "/index.html"]);
+    ///     assert!(neverblock::runtime::dump().unwrap().contains("doing \"GET /index.html\""));
+    /// });
+    /// ```
+    pub fn set_parts(&self, parts: &[&str]) {
+        let mut activity = self.label.activity.lock();
+        activity.len = 0;
+        for part in parts {
+            let _cut = activity.write_str(part); // an error only says the text was cut
+        }
+    }
+
     /// Says the task is doing nothing in particular now.
     ///
     /// # Examples

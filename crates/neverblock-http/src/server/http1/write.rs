@@ -18,8 +18,7 @@ use crate::wire::fields::lists;
 use crate::wire::is_named;
 use crate::wire::server::{reason_phrase, write_status_line};
 use crate::wire::write::{
-    is_valid_field, send_bytes, send_streamed, write_content_length, write_field, Cause, StreamError, Streamed,
-    COALESCE,
+    send_bytes, send_streamed, write_content_length, write_field, Cause, StreamError, Streamed, COALESCE,
 };
 
 /// A file range this short, when in the page cache, is copied into the response's one write: a
@@ -59,7 +58,7 @@ pub(super) fn send(socket: &Socket, response: &mut Response, cx: Context) -> Sen
         log::error!("a handler's response cannot be sent ({why}); answering 500 instead");
         *response = Response::error(500, "the handler's response was invalid");
     }
-    let mut close = cx.close || asks_to_close(response);
+    let mut close = cx.close;
     let status = response.status();
     let no_body = matches!(status, 204 | 304);
     let length = response.body_ref().len();
@@ -75,14 +74,29 @@ pub(super) fn send(socket: &Socket, response: &mut Response, cx: Context) -> Sen
     {
         let mut out = socket.pending();
         write_status_line(&mut out, status, reason_phrase(status));
-        if response.header_value("date").is_none() {
-            write_field(&mut out, "Date", &date::now());
-        }
+        // One pass over the handler's fields: each written but those the server frames with,
+        // and what the server must know of them noted on the way.
+        let mut has_date = false;
         for (name, value) in response.headers() {
-            let framing = is_named(name.as_bytes(), b"transfer-encoding") || is_named(name.as_bytes(), b"connection");
-            if !framing && (keep_length || !is_named(name.as_bytes(), b"content-length")) {
+            let write = match FramingField::of(name.as_bytes()) {
+                None => true,
+                Some(FramingField::Date) => {
+                    has_date = true;
+                    true
+                }
+                Some(FramingField::Connection) => {
+                    close |= lists(value.as_bytes(), b"close");
+                    false
+                }
+                Some(FramingField::TransferEncoding) => false,
+                Some(FramingField::ContentLength) => keep_length,
+            };
+            if write {
                 write_field(&mut out, name, value.as_bytes());
             }
+        }
+        if !has_date {
+            write_field(&mut out, "Date", &date::now());
         }
         match length {
             Some(n) if !no_body && !keep_length => write_content_length(&mut out, n),
@@ -235,17 +249,34 @@ fn check(response: &Response) -> Result<(), String> {
     if !(200..=999).contains(&response.status()) {
         return Err(format!("status {} is not a final status", response.status()));
     }
-    match response.headers().find(|(name, value)| !is_valid_field(name, value)) {
+    match response.invalid_field() {
         Some((name, value)) => Err(format!("invalid header field {name:?}: {value:?}")),
         None => Ok(()),
     }
 }
 
-/// Whether the handler set `Connection: close`.
-fn asks_to_close(response: &Response) -> bool {
-    response
-        .headers()
-        .any(|(name, value)| is_named(name.as_bytes(), b"connection") && lists(value.as_bytes(), b"close"))
+/// The fields of a handler's response the server looks at as it writes the head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FramingField {
+    Date,
+    Connection,
+    TransferEncoding,
+    ContentLength,
+}
+
+impl FramingField {
+    /// Which of them `name` is, if any: told apart by length first, so most names are passed over
+    /// with one comparison.
+    fn of(name: &[u8]) -> Option<FramingField> {
+        let (field, text): (FramingField, &[u8]) = match name.len() {
+            4 => (FramingField::Date, b"date"),
+            10 => (FramingField::Connection, b"connection"),
+            14 => (FramingField::ContentLength, b"content-length"),
+            17 => (FramingField::TransferEncoding, b"transfer-encoding"),
+            _ => return None,
+        };
+        is_named(name, text).then_some(field)
+    }
 }
 
 /// Closes the connection gently: sends what is queued, ends the sending side, and reads (and drops)

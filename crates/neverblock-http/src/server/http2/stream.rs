@@ -85,8 +85,8 @@ fn head_of(parts: &http::request::Parts) -> Head {
         .uri
         .authority()
         .filter(|_| !parts.headers.contains_key(http::header::HOST))
-        .map(|authority| (&b"host"[..], authority.as_str().as_bytes()));
-    let fields = parts.headers.iter().map(|(name, value)| (name.as_str().as_bytes(), value.as_bytes()));
+        .map(|authority| ("host", authority.as_str().as_bytes()));
+    let fields = parts.headers.iter().map(|(name, value)| (name.as_str(), value.as_bytes()));
     Head::of_request(parts.method.as_str(), target, "HTTP/2.0", authority.into_iter().chain(fields))
 }
 

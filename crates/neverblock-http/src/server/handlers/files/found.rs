@@ -27,10 +27,10 @@ pub(super) struct Found {
     pub(super) modified: SystemTime,
     /// The clock when the file was opened.
     pub(super) opened_at: SystemTime,
-    /// The strong entity tag, from inode, size and modification time.
-    pub(super) etag: String,
+    /// The strong entity tag, from inode, size and modification time (shared by the responses).
+    pub(super) etag: Rc<str>,
     /// `Last-Modified`, to the second.
-    pub(super) last_modified: String,
+    pub(super) last_modified: Rc<str>,
     /// The media type its name says.
     pub(super) content_type: Cow<'static, str>,
 }
@@ -51,8 +51,8 @@ impl Found {
         let modified = meta.modified().unwrap_or(UNIX_EPOCH);
         Ok(Found {
             file: Rc::new(file),
-            etag: etag(&meta, modified),
-            last_modified: httpdate::fmt_http_date(conditional::to_second(modified)),
+            etag: etag(&meta, modified).into(),
+            last_modified: httpdate::fmt_http_date(conditional::to_second(modified)).into(),
             modified,
             opened_at,
             content_type: content_type(relative),

@@ -314,12 +314,10 @@ impl StaticFiles {
             true => found.opened_at,
             false => SystemTime::now(),
         };
-        // A modification time in the future is said as now (RFC 9110 §8.8.2.1).
+        // A modification time in the future is said as now (RFC 9110 §8.8.2.1), in a
+        // `Last-Modified` made for this response alone; else the file's, shared.
         let modified = found.modified.min(now);
-        let last_modified = match found.modified <= now {
-            true => found.last_modified.clone(),
-            false => httpdate::fmt_http_date(conditional::to_second(now)),
-        };
+        let modified_ahead = (found.modified > now).then(|| httpdate::fmt_http_date(conditional::to_second(now)));
         let validators = Validators { etag: &found.etag, modified, now };
         let outcome = conditional::evaluate(method, &conditions, &validators);
         // Every answer, refusals too, depends on Accept-Encoding when a gzip sibling may be chosen.
@@ -353,15 +351,20 @@ impl StaticFiles {
                 }
             }
         };
+        // The fields are the handler's own (a type from the guess's table, a tag of hex digits,
+        // an HTTP date): valid, and not checked again.
         if outcome != Outcome::NotModified {
-            response.append_header("Content-Type", content_type);
-            response.append_header("Accept-Ranges", "bytes");
+            response.append_valid_header("Content-Type", content_type);
+            response.append_valid_header("Accept-Ranges", "bytes");
             if gzip {
-                response.append_header("Content-Encoding", "gzip");
+                response.append_valid_header("Content-Encoding", "gzip");
             }
         }
-        response.append_header("ETag", found.etag.clone());
-        response.append_header("Last-Modified", last_modified);
+        response.append_valid_shared_header("ETag", &found.etag);
+        match modified_ahead {
+            Some(now) => response.append_valid_header("Last-Modified", now),
+            None => response.append_valid_shared_header("Last-Modified", &found.last_modified),
+        }
         vary(response)
     }
 }

@@ -31,6 +31,11 @@ pub(super) struct Mapped {
 pub(super) fn map(raw: &str) -> Result<Mapped, &'static str> {
     // Room for the whole path and an `index.html` after it: one allocation.
     let mut relative = PathBuf::with_capacity(raw.len() + "/index.html".len());
+    let trailing_slash = raw.ends_with('/');
+    if let Some(plain) = plain(raw) {
+        relative.push(OsStr::new(plain));
+        return Ok(Mapped { relative, trailing_slash });
+    }
     for segment in raw.split('/') {
         if segment.bytes().enumerate().any(|(i, b)| b == b'%' && !is_escape(&segment.as_bytes()[i..])) {
             return Err("a broken percent escape in the path");
@@ -45,7 +50,28 @@ pub(super) fn map(raw: &str) -> Result<Mapped, &'static str> {
             bytes => relative.push(OsStr::from_bytes(bytes)),
         }
     }
-    Ok(Mapped { relative, trailing_slash: raw.ends_with('/') })
+    Ok(Mapped { relative, trailing_slash })
+}
+
+/// The path beneath the root, when `raw` needs no segment-by-segment look: it starts with `/` and
+/// holds no escape, no NUL, no empty segment but a trailing one and no segment that starts with a
+/// dot (so no `.` or `..`): the same path without its slashes at either end. One pass over its
+/// bytes; most paths are such.
+fn plain(raw: &str) -> Option<&str> {
+    let bytes = raw.as_bytes();
+    if bytes.first() != Some(&b'/') {
+        return None;
+    }
+    let mut after_slash = false;
+    for &b in bytes {
+        let refused = b == b'%' || b == 0 || (after_slash && (b == b'/' || b == b'.'));
+        if refused {
+            return None;
+        }
+        after_slash = b == b'/';
+    }
+    let inner = &raw[1..];
+    Some(inner.strip_suffix('/').unwrap_or(inner))
 }
 
 /// Whether `s`, which starts with `%`, starts with a whole escape (`%` and two hex digits).
@@ -69,6 +95,9 @@ mod tests {
         ok("/%61%20b", "a b", false);
         ok("/a/%2e/b", "a/b", false);
         ok("/caf%C3%A9", "caf\u{e9}", false);
+        ok("/a/b/", "a/b", true);
+        ok("/.well-known/x", ".well-known/x", false);
+        ok("/a.b/c..d", "a.b/c..d", false);
         for raw in [
             "/../etc/passwd",
             "/a/../../b",
@@ -79,6 +108,10 @@ mod tests {
             "/a%00b",
             "/a%0",
             "/%zz",
+            "/..",
+            "/a/..",
+            "/a/../",
+            "/./../b",
         ] {
             assert!(map(raw).is_err(), "{raw:?} must be refused");
         }
