@@ -1016,8 +1016,10 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
 unsafe fn closing(fd: RawFd) {
     fds::forget(fd);
     // A handler that closes an fd (async-signal-safe) takes no lock: the fibers waiting on it
-    // stay parked, as a thread blocked on it would.
-    if fd >= 0 && !signals::in_handler() {
+    // stay parked, as a thread blocked on it would. Nor does a forked child, whose hooks are off
+    // until it execs (std closes descriptors in between): another thread of the parent may have
+    // held the waits' lock at the fork, and the child has only the forking thread to release it.
+    if fd >= 0 && real::enabled() && !signals::in_handler() {
         // SAFETY: not -1, and open until the caller closes it (the function's contract).
         fd_waits::close(unsafe { BorrowedFd::borrow_raw(fd) });
     }

@@ -211,3 +211,45 @@ impl fmt::Display for Check {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::os::unix::net::UnixStream;
+    use std::os::unix::process::CommandExt;
+    use std::process::Command;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use crate::runtime::fd_waits;
+
+    #[test]
+    fn a_fork_while_another_thread_holds_the_waits_lock_makes_a_child_that_runs() {
+        crate::run(|| {
+            let (mut reader, mut writer) = UnixStream::pair().unwrap();
+            // A hooked read parks its fiber: a wait is listed, so a close looks at the list.
+            let parked = crate::spawn(move || reader.read(&mut [0u8; 1]).unwrap());
+            crate::yield_now();
+            let (held, holding) = mpsc::channel();
+            let holder = std::thread::spawn(move || {
+                let lock = fd_waits::hold_lock();
+                held.send(()).unwrap();
+                std::thread::sleep(Duration::from_millis(300));
+                drop(lock);
+            });
+            holding.recv().unwrap();
+            // Another thread forks while the lock is held (`uid` makes std fork rather than
+            // posix_spawn): the child closes descriptors before its exec, through the hooked close.
+            let (ran, outcome) = mpsc::channel();
+            std::thread::spawn(move || {
+                let mut command = Command::new("true");
+                command.uid(rustix::process::getuid().as_raw());
+                ran.send(command.status().unwrap().success())
+            });
+            assert_eq!(outcome.recv_timeout(Duration::from_secs(20)), Ok(true), "the child ran `true` and exited");
+            holder.join().unwrap();
+            writer.write_all(b"x").unwrap();
+            assert_eq!(parked.join().unwrap(), 1, "the parent's wait ends as it would have");
+        });
+    }
+}

@@ -155,6 +155,13 @@ fn leave(id: u64) -> bool {
     wait.closed
 }
 
+/// Holds the lock over the waits until dropped, as another thread does for an instant while a
+/// wait enters or leaves.
+#[cfg(test)]
+pub(crate) fn hold_lock() -> impl Sized {
+    WAITS.lock()
+}
+
 /// Ends every wait on `fd`, which is about to be closed: each is deregistered (by
 /// its own loop, if that runs on another thread) and its fiber woken, to be told
 /// the fd is gone. Costs one atomic load while no wait is in progress.
