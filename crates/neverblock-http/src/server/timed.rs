@@ -52,9 +52,10 @@ impl MinRate {
     pub(crate) fn allowance(&self) -> Option<Duration> {
         let mut allow = self.per_wait;
         if self.min_rate > 0 {
-            // In whole nanoseconds, without floating point: `moved` bytes at `min_rate` a second.
-            let nanos = u128::from(self.moved) * 1_000_000_000 / u128::from(self.min_rate);
-            let earned = self.per_wait.saturating_add(Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX)));
+            // In whole nanoseconds, without floating point: `moved` bytes at `min_rate` a second
+            // (past 18 GB moved, as good as for ever).
+            let nanos = self.moved.checked_mul(1_000_000_000).map_or(u64::MAX, |n| n / self.min_rate);
+            let earned = self.per_wait.saturating_add(Duration::from_nanos(nanos));
             allow = allow.min(earned.checked_sub(self.waited)?);
         }
         (!allow.is_zero()).then_some(allow)
@@ -187,13 +188,20 @@ impl TimedStream {
         op: impl FnOnce(&TcpStream) -> io::Result<usize>,
         set: fn(&TcpStream, Option<Duration>) -> io::Result<()>,
     ) -> io::Result<usize> {
-        let start = Instant::now();
+        let start = now();
         let current = limit.get();
         set(&self.stream, current.timeout(start)?)?;
         let n = op(&self.stream)?;
-        limit.set(current.after(start, Instant::now(), n));
+        limit.set(current.after(start, now(), n));
         Ok(n)
     }
+}
+
+/// Now, to a loop turn: the time the loop read as its running turn began (a wait that parked ends
+/// in a later turn, so it counts whole), or the clock outside a runtime. Timeouts of seconds need
+/// no finer grain, and an I/O call that does not wait reads no clock.
+pub(crate) fn now() -> Instant {
+    neverblock::runtime::turn_start().unwrap_or_else(Instant::now)
 }
 
 #[cfg(test)]

@@ -63,10 +63,23 @@ pub(crate) fn token_len(s: &[u8]) -> usize {
     s.iter().take_while(|&&b| is_token_char(b)).count()
 }
 
-/// Whether `b` may appear in a token.
+/// Whether `b` may appear in a token: one load from a table made at compile time (a field name is
+/// checked byte by byte for every field a response gets).
 pub(crate) fn is_token_char(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+    TOKEN_CHARS[usize::from(b)]
 }
+
+/// RFC 9110 §5.6.2's `tchar`, by byte.
+const TOKEN_CHARS: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        table[b] = matches!(b as u8, b'0'..=b'9' | b'a'..=b'z' | b'A'..=b'Z' | b'!' | b'#' | b'$' | b'%' | b'&'
+            | b'\'' | b'*' | b'+' | b'-' | b'.' | b'^' | b'_' | b'`' | b'|' | b'~');
+        b += 1;
+    }
+    table
+};
 
 /// The length of the quoted string `s` starts with, quotes included; 0 if it does not end or holds
 /// a byte a quoted string may not (RFC 9110 §5.6.4).
@@ -165,6 +178,14 @@ pub(crate) fn size_line(len: usize, room: &mut [u8]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn token_chars_are_rfc_9110s_tchar() {
+        let tchar = "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+        for b in 0..=255u8 {
+            assert_eq!(is_token_char(b), tchar.as_bytes().contains(&b), "byte {b:#04x}");
+        }
+    }
 
     #[test]
     fn chunk_size_lines_are_read_strictly() {

@@ -30,6 +30,11 @@ pub(crate) fn now_ns() -> u64 {
     u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX).saturating_add(1)
 }
 
+/// The instant a [`now_ns`] reading stands for.
+pub(crate) fn instant_of(ns: u64) -> Instant {
+    *EPOCH.get_or_init(Instant::now) + Duration::from_nanos(ns.saturating_sub(1))
+}
+
 /// What one loop publishes; shared by the loop (which writes) and the sentinel (which reads).
 #[derive(Debug)]
 #[repr(align(128))] // its own cache lines: the loop's stores never share one with other data

@@ -473,6 +473,29 @@ pub fn current_task_name() -> Option<String> {
     s.task_label(s.current_task()?)?.name().map(|n| n.to_string())
 }
 
+/// When the calling loop's running turn began: the clock the loop reads once a turn, as it comes
+/// back from looking for events. A time with no clock read, for deadlines that need no finer grain
+/// than a turn (a server's timeouts, as nginx's cached time serves its own); `None` outside a
+/// runtime's task.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Instant;
+///
+/// assert!(neverblock::runtime::turn_start().is_none());
+/// let before = Instant::now();
+/// neverblock::run(move || {
+///     let start = neverblock::runtime::turn_start().unwrap();
+///     assert!(before <= start && start <= Instant::now());
+///     neverblock::sleep(std::time::Duration::from_millis(5));
+///     assert!(neverblock::runtime::turn_start().unwrap() >= start + std::time::Duration::from_millis(5));
+/// });
+/// ```
+pub fn turn_start() -> Option<Instant> {
+    scheduler::in_task().map(|s| s.turn_started())
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;

@@ -85,7 +85,7 @@ pub(super) fn serve(
         if server_loop.registry.is_idle_closed() {
             return;
         }
-        let now = Instant::now();
+        let now = super::timed::now();
         socket.set_read_limit(match (first, conn.has_buffered()) {
             (false, false) => WaitLimit::FirstByte { by: now + timeouts.keep_alive, then: timeouts.header },
             _ => WaitLimit::Until(now + timeouts.header),

@@ -139,6 +139,11 @@ impl Scheduler {
         running::enter(self)
     }
 
+    /// When the running turn started: the clock the loop read as the turn began.
+    pub(crate) fn turn_started(&self) -> std::time::Instant {
+        super::beacon::instant_of(self.turns.started())
+    }
+
     /// The reactor of this thread's loop: for the fd registrations, the one door to it.
     pub(super) fn reactor(&self) -> &Reactor {
         &self.reactor
