@@ -234,6 +234,7 @@ mod tests {
             let holder = std::thread::spawn(move || {
                 let lock = fd_waits::hold_lock();
                 held.send(()).unwrap();
+                #[expect(clippy::disallowed_methods, reason = "a plain thread holds the lock a while")]
                 std::thread::sleep(Duration::from_millis(300));
                 drop(lock);
             });
