@@ -185,18 +185,12 @@ impl Response {
     }
 
     /// Adds a field the server made itself, valid by construction (a token for a name, a value
-    /// from a parser or a formatter that writes no control byte): not checked again.
-    pub(crate) fn append_valid_header(&mut self, name: &'static str, value: impl Into<Cow<'static, str>>) {
+    /// from a parser or a formatter that writes no control byte): not checked again. A value
+    /// shared with other responses (an `Rc<str>`, a file's tag say) is not copied.
+    pub(crate) fn append_valid_header(&mut self, name: &'static str, value: impl Into<FieldValue>) {
         let value = value.into();
-        debug_assert!(is_valid_field(name, &value), "{name:?}: {value:?}");
-        self.headers.push((Cow::Borrowed(name), FieldValue::Text(value)));
-    }
-
-    /// Adds a field the server made itself, as [`append_valid_header`](Self::append_valid_header),
-    /// with a value it shares with other responses (a file's tag, say): no copy a response.
-    pub(crate) fn append_valid_shared_header(&mut self, name: &'static str, value: &Rc<str>) {
-        debug_assert!(is_valid_field(name, value), "{name:?}: {value:?}");
-        self.headers.push((Cow::Borrowed(name), FieldValue::Shared(Rc::clone(value))));
+        debug_assert!(is_valid_field(name, value.as_str()), "{name:?}: {value:?}");
+        self.headers.push((Cow::Borrowed(name), value));
     }
 
     /// The first field that cannot be written in a head (a name that is not a token, a value with
@@ -272,7 +266,7 @@ impl fmt::Debug for Response {
 }
 
 /// A field's value: text the response owns or borrows for good, or shared with other responses.
-enum FieldValue {
+pub(crate) enum FieldValue {
     Text(Cow<'static, str>),
     Shared(Rc<str>),
 }
@@ -290,6 +284,30 @@ impl FieldValue {
             FieldValue::Text(text) => text,
             FieldValue::Shared(shared) => Cow::Owned(shared.to_string()),
         }
+    }
+}
+
+impl From<&'static str> for FieldValue {
+    fn from(text: &'static str) -> FieldValue {
+        FieldValue::Text(Cow::Borrowed(text))
+    }
+}
+
+impl From<String> for FieldValue {
+    fn from(text: String) -> FieldValue {
+        FieldValue::Text(Cow::Owned(text))
+    }
+}
+
+impl From<Cow<'static, str>> for FieldValue {
+    fn from(text: Cow<'static, str>) -> FieldValue {
+        FieldValue::Text(text)
+    }
+}
+
+impl From<Rc<str>> for FieldValue {
+    fn from(shared: Rc<str>) -> FieldValue {
+        FieldValue::Shared(shared)
     }
 }
 
@@ -504,7 +522,7 @@ mod tests {
     fn a_shared_value_reads_and_is_removed_as_text() {
         let tag: Rc<str> = Rc::from("\"1-2-3.4\"");
         let mut response = Response::new(200);
-        response.append_valid_shared_header("ETag", &tag);
+        response.append_valid_header("ETag", Rc::clone(&tag));
         assert_eq!((response.header_value("etag"), Rc::strong_count(&tag)), (Some("\"1-2-3.4\""), 2));
         assert_eq!(response.remove_header("ETag").as_deref(), Some("\"1-2-3.4\""));
         assert_eq!((response.headers().count(), Rc::strong_count(&tag)), (0, 1));

@@ -360,10 +360,10 @@ impl StaticFiles {
                 response.append_valid_header("Content-Encoding", "gzip");
             }
         }
-        response.append_valid_shared_header("ETag", &found.etag);
+        response.append_valid_header("ETag", Rc::clone(&found.etag));
         match modified_ahead {
             Some(now) => response.append_valid_header("Last-Modified", now),
-            None => response.append_valid_shared_header("Last-Modified", &found.last_modified),
+            None => response.append_valid_header("Last-Modified", Rc::clone(&found.last_modified)),
         }
         vary(response)
     }
