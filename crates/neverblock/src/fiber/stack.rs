@@ -174,7 +174,7 @@ const MIN_STACK_SIZE: usize = 4096;
 
 /// Takes a stack of `size` usable bytes from this thread's pool for `used`.
 pub(crate) fn allocate(size: usize, guard: GuardKind, used: StackUse) -> Result<PooledStack, StackError> {
-    let page = rustix::param::page_size();
+    let page = memory::page_size();
     // A page is a power of two: a mask rounds up without a division.
     let size = (size.max(MIN_STACK_SIZE) + page - 1) & !(page - 1);
     let pool = POOLS.with(|pools| {

@@ -26,7 +26,7 @@ pub(crate) const MAX_CHUNK: usize = 512 * 1024;
 /// system without `RWF_NOWAIT` says nothing, and is taken as cached.
 pub(crate) fn is_cached(file: &File, offset: u64, len: usize) -> bool {
     let last = offset + len.saturating_sub(1) as u64;
-    let page = rustix::param::page_size() as u64;
+    let page = crate::sys::memory::page_size() as u64;
     let probes = if offset / page == last / page { &[offset][..] } else { &[offset, last][..] };
     probes.iter().all(|&at| {
         let mut byte = [0u8];

@@ -1,12 +1,27 @@
 //! Address space for fiber stacks: reserve, guard, release, and the limits that bound them.
 
 use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 /// `MADV_GUARD_INSTALL` (Linux 6.13+): turn pages of a mapping into guard regions
 /// that fault on access, without splitting the mapping. Neither rustix nor the
 /// `libc` crate names it yet, so it is the one call here made through `libc`.
 const MADV_GUARD_INSTALL: libc::c_int = 102;
+
+/// The kernel's page size, asked once per process: asking goes through libc's `sysconf`, some fifty
+/// instructions that every fiber's creation would otherwise pay.
+pub(crate) fn page_size() -> usize {
+    static PAGE: AtomicUsize = AtomicUsize::new(0);
+    match PAGE.load(Ordering::Relaxed) {
+        0 => {
+            let page = rustix::param::page_size();
+            PAGE.store(page, Ordering::Relaxed);
+            page
+        }
+        page => page,
+    }
+}
 
 /// Reserves `len` bytes of zeroed, readable and writable address space.
 ///
@@ -50,7 +65,7 @@ pub(crate) enum GuardKind {
 pub(crate) fn kernel_guards_supported() -> bool {
     static SUPPORTED: OnceLock<bool> = OnceLock::new();
     *SUPPORTED.get_or_init(|| {
-        let page = rustix::param::page_size();
+        let page = page_size();
         let Ok(addr) = reserve(page) else { return false };
         let ok = guard(addr, page, GuardKind::Kernel).is_ok();
         // SAFETY: `addr` is the one-page probe region reserved above, referenced by nothing.

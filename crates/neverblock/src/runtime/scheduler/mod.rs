@@ -141,7 +141,7 @@ impl Scheduler {
 
     /// When the running turn started: the clock the loop read as the turn began.
     pub(crate) fn turn_started(&self) -> std::time::Instant {
-        super::beacon::instant_of(self.turns.started())
+        self.turns.started_at()
     }
 
     /// The reactor of this thread's loop: for the fd registrations, the one door to it.

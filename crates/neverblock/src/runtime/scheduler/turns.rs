@@ -6,9 +6,9 @@
 
 use std::cell::Cell;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crate::runtime::beacon::{now_ns, Beacon};
+use crate::runtime::beacon::{instant_of, now_ns, Beacon};
 
 /// The upper bounds of the turn-length buckets, in nanoseconds (the last bucket is unbounded).
 const BOUNDS_NS: [u64; 11] = [
@@ -101,8 +101,10 @@ pub(super) struct Turns {
     beacon: Arc<Beacon>,
     /// Turns longer than this are stalls; 0: none is.
     threshold_ns: u64,
-    /// When the running turn started (`now_ns`).
+    /// When the running turn started (`now_ns`), and as an `Instant`: made once a turn, it is read
+    /// many times (by every timeout an I/O call sets).
     started: Cell<u64>,
+    started_at: Cell<Instant>,
     /// Turns by `bucket`, and their total length in nanoseconds.
     counts: [Cell<u64>; BOUNDS_NS.len() + 1],
     sum_ns: Cell<u64>,
@@ -112,10 +114,12 @@ pub(super) struct Turns {
 impl Turns {
     pub(super) fn new(beacon: Arc<Beacon>) -> Turns {
         let threshold_ns = beacon.threshold.map_or(0, |t| t.as_nanos().try_into().unwrap_or(u64::MAX));
+        let now = now_ns();
         Turns {
             beacon,
             threshold_ns,
-            started: Cell::new(now_ns()),
+            started: Cell::new(now),
+            started_at: Cell::new(instant_of(now)),
             counts: Default::default(),
             sum_ns: Cell::new(0),
             stalls: Cell::new(0),
@@ -132,10 +136,20 @@ impl Turns {
         self.started.get()
     }
 
+    /// When the running turn started, as an `Instant`.
+    #[inline(always)]
+    pub(super) fn started_at(&self) -> Instant {
+        self.started_at.get()
+    }
+
     /// A turn starts now (the loop starts, or comes back from waiting in its poller).
     pub(super) fn start(&self) {
-        let now = now_ns();
+        self.set_started(now_ns());
+    }
+
+    fn set_started(&self, now: u64) {
         self.started.set(now);
+        self.started_at.set(instant_of(now));
         self.beacon.turn_starts(now);
     }
 
@@ -155,8 +169,7 @@ impl Turns {
     pub(super) fn next(&self) {
         let now = now_ns();
         self.end(now);
-        self.started.set(now);
-        self.beacon.turn_starts(now);
+        self.set_started(now);
     }
 
     fn end(&self, now: u64) {
