@@ -3,7 +3,10 @@
 //! run a closed loop of GETs, first alone, then beside 10,000 idle keep-alive
 //! connections (each answered once, then silent): the server's memory per idle
 //! connection, and the active connections' requests/s and latencies with the
-//! idle ones held. A server whose idle connections cost a timer insert and
+//! idle ones held. The memory is read once the last idle connection has been
+//! silent for `SETTLE`: what an idle connection holds, not what answering it left
+//! (neverblock's server gives back a connection's buffers and the deep pages of its
+//! fiber's stack after a second of silence). A server whose idle connections cost a timer insert and
 //! cancel per read, or a wasted `recv` per request, shows it here.
 //!
 //! The same rows for Go net/http (`--peers`), and for another build's
@@ -23,6 +26,9 @@ use serde_json::json;
 use super::servers::{self, ServerChild};
 use super::{peers, report, Common, Row};
 use crate::load::{self, Load};
+
+/// How long the idle connections are left silent before the server's memory is read.
+const SETTLE: Duration = Duration::from_millis(1500);
 
 /// Options of `bench idle-connections`.
 #[derive(Args, Debug)]
@@ -86,6 +92,11 @@ fn measure(name: &str, mut command: Command, args: &IdleArgs) -> anyhow::Result<
     let alone = load::run(load.clone())?;
     let before = server.rss()?;
     let idle = open_idle(server.addr, args.idle)?;
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the bench's own thread, outside any runtime: the server runs apart"
+    )]
+    std::thread::sleep(SETTLE);
     let after = server.rss()?;
     let beside = load::run(load)?;
     drop(idle);

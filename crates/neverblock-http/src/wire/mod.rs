@@ -86,6 +86,18 @@ impl<S> BufferedConn<S> {
         &self.buf[self.start..self.end]
     }
 
+    /// Lets go of the read buffer's allocation when nothing is buffered (a connection long idle);
+    /// the next read allocates a first-sized one again.
+    #[cfg(feature = "server")]
+    pub(crate) fn release_buffer(&mut self) {
+        if !self.has_buffered() {
+            self.buf = Vec::new();
+            self.start = 0;
+            self.end = 0;
+            self.chunk = FIRST_READ;
+        }
+    }
+
     /// Marks the first `n` buffered bytes as consumed.
     pub(crate) fn consume(&mut self, n: usize) {
         debug_assert!(n <= self.end - self.start);

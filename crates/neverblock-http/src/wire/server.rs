@@ -133,7 +133,9 @@ fn check_request_line(buf: &[u8], max: usize) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// Parses a request head once complete, into `head`; returns its length and minor version.
+/// Parses a request head once complete, into `head`; returns its length and minor version. Out of
+/// line: the field slots on its stack are not part of the reader's frame while it waits.
+#[inline(never)]
 fn parse_request(buf: &[u8], max_headers: usize, head: &mut Head) -> Result<Option<(usize, u8)>, httparse::Error> {
     with_field_slots(max_headers, |fields| parse_into(buf, fields, head))
 }

@@ -186,6 +186,20 @@ fn reloaded_certificates_serve_new_handshakes_while_a_kept_alive_connection_goes
 }
 
 #[test]
+fn a_kept_alive_tls_connection_idle_past_a_second_goes_on_with_its_session() {
+    // After a second of silence the connection gives back its buffers and the deep pages of its
+    // fiber's stack; its TLS session is kept, and the next request is answered on it.
+    let site = site(Server::builder());
+    let mut kept = connect(site.server.addr, "localhost", &[&site.pair.der]);
+    assert_eq!(presented(&mut kept), site.pair.der);
+    #[allow(clippy::disallowed_methods)] // the client, on the test's own thread
+    std::thread::sleep(std::time::Duration::from_millis(1400));
+    kept.write_all(b"GET /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let reply = read_reply(&mut std::io::BufReader::new(&mut kept), false);
+    assert_eq!((reply.status, reply.text()), (200, "hello over tls\n".to_owned()));
+}
+
+#[test]
 fn plain_http_to_a_tls_port_gets_a_plain_400_saying_so() {
     let site = site(Server::builder());
     let answer = site.server.send("GET /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n");

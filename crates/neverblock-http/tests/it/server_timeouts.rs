@@ -1,14 +1,14 @@
 //! Slow and stalled clients: each costs a timer, and is dropped by its deadline or its rate
 //! floor, however it spaces its bytes.
 
-use std::io::{Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{mpsc, Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use neverblock_http::server::{Body, Exchange, Request, Response, Server};
 
-use crate::serving::{echo, read_all, Running, PATIENCE};
+use crate::serving::{echo, read_all, read_reply, Running, PATIENCE};
 
 /// Writes `bytes` one at a time, `gap` apart, from a thread, until they run out or a write fails;
 /// returns a flag that says whether all were sent, set when the thread ends.
@@ -54,6 +54,31 @@ fn an_idle_kept_alive_connection_is_closed() {
         answer.starts_with("HTTP/1.1 200 OK\r\n") && answer.ends_with("GET / "),
         "answered, then closed: {answer:?}"
     );
+}
+
+#[test]
+fn a_connection_idle_past_a_second_is_answered_again_and_closed_at_its_keep_alive_deadline() {
+    // After a second of silence a kept-alive connection gives back its buffers and the deep pages
+    // of its stack, then waits on: its next request, longer than the first read buffer, is
+    // answered whole, and the connection still closes at its keep-alive deadline, not before.
+    let keep_alive = Duration::from_millis(2500);
+    let server = Running::with(Server::builder().workers(1).keep_alive_timeout(keep_alive), echo());
+    let mut writer = server.connect();
+    let mut reader = BufReader::new(writer.try_clone().unwrap());
+    writer.write_all(b"GET /first HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    assert_eq!(read_reply(&mut reader, false).text(), "GET /first ");
+    #[allow(clippy::disallowed_methods)] // the client, on the test's own thread
+    std::thread::sleep(Duration::from_millis(1400));
+    let body = "b".repeat(10_000);
+    let request = format!("POST /second HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+    writer.write_all(request.as_bytes()).unwrap();
+    assert_eq!(read_reply(&mut reader, false).text(), format!("POST /second {body}"));
+    let answered = Instant::now();
+    let mut rest = Vec::new();
+    reader.read_to_end(&mut rest).unwrap();
+    assert!(rest.is_empty(), "nothing more: {rest:?}");
+    let closed_after = answered.elapsed();
+    assert!(closed_after >= keep_alive - Duration::from_millis(300), "closed {closed_after:?} after the answer");
 }
 
 #[test]

@@ -419,6 +419,39 @@ pub fn yield_now<T: 'static>(value: T) -> Result<T, FiberError> {
     switch::yield_now(value)
 }
 
+/// Gives the kernel back the pages of the running fiber's stack below the frames it uses now, and
+/// returns how many bytes that was (0 on a thread's own stack, or when nothing lies that deep).
+///
+/// A fiber's stack keeps every page it ever touched. One that goes deep once (a large handler)
+/// and then waits long at a shallow depth (an idle connection between requests) can hand those
+/// pages back: they cost nothing until a call reaches that deep again, and then read as zeros
+/// (a page fault each). One `madvise(2)` call; worth it before a long wait, not before every one.
+///
+/// # Examples
+///
+/// ```
+/// use neverblock::fiber::{self, Fiber};
+///
+/// #[inline(never)]
+/// fn deep(n: usize) -> u8 {
+///     let scratch = std::hint::black_box([n as u8; 32 * 1024]);
+///     scratch[n]
+/// }
+///
+/// let f = Fiber::new(|n: usize| {
+///     let value = deep(n);
+///     let trimmed = fiber::trim_stack();
+///     assert!(trimmed >= 16 * 1024, "{trimmed}");
+///     usize::from(value + deep(n))
+/// })
+/// .unwrap();
+/// assert_eq!(f.resume(7).unwrap(), 14);
+/// assert_eq!(fiber::trim_stack(), 0, "not on a fiber");
+/// ```
+pub fn trim_stack() -> usize {
+    switch::current_stack_limit().map_or(0, stack::trim_below_here)
+}
+
 impl Fiber<()> {
     /// Switches to this fiber for the scheduler, which knows it waits in a switch
     /// of its own: Ruby's rules are not checked and no value passes.

@@ -191,6 +191,31 @@ pub(crate) fn allocate(size: usize, guard: GuardKind, used: StackUse) -> Result<
     Ok(PooledStack { low, high: low + page + size, pool })
 }
 
+/// Room left below the frame of [`trim_below_here`] for the call that discards: its own frames.
+const TRIM_MARGIN: usize = 1024;
+
+/// Gives the kernel back the pages of the running stack, whose usable low end is `limit`, that lie
+/// wholly below this call's frame (and a margin for the call that does it); returns how many bytes.
+/// Out of line, so that its frame is below every frame of its callers.
+#[inline(never)]
+pub(crate) fn trim_below_here(limit: usize) -> usize {
+    let marker = 0u8;
+    let here = std::hint::black_box(std::ptr::addr_of!(marker)) as usize;
+    let page = memory::page_size();
+    let top = here.saturating_sub(TRIM_MARGIN) & !(page - 1);
+    if top <= limit {
+        return 0;
+    }
+    // SAFETY: the stack grows down and this frame is its lowest in use: `limit..top` lies below it
+    // and below the margin the discarding call's frames need, so no live frame and no value any
+    // frame refers to is there (a signal handler runs on the thread's alternate stack, or, on
+    // this one, returns before the call that discards starts or begins after it ends).
+    match unsafe { memory::discard(limit, top - limit) } {
+        Ok(()) => top - limit,
+        Err(_) => 0,
+    }
+}
+
 /// A fiber stack on loan from its thread's pool; dropping it returns it.
 pub(crate) struct PooledStack {
     low: usize,
@@ -339,4 +364,49 @@ fn check_map_count(more: usize) -> Result<(), StackError> {
         return Err(StackError::MapCountLimit { limit, stacks: SPLIT_STACKS.load(Ordering::Relaxed) });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{switch, Fiber};
+    use super::*;
+
+    /// How many pages of `low..high` (page aligned) are resident.
+    fn resident_pages(low: usize, high: usize) -> usize {
+        let page = memory::page_size();
+        let mut map = vec![0u8; (high - low) / page];
+        // SAFETY: `low..high` is mapped (part of a stack chunk) and `map` has a byte per page.
+        let rc = unsafe { libc::mincore(low as *mut libc::c_void, high - low, map.as_mut_ptr()) };
+        assert_eq!(rc, 0, "{}", io::Error::last_os_error());
+        map.iter().filter(|&&b| b & 1 == 1).count()
+    }
+
+    #[inline(never)]
+    fn deep(n: u8) -> u8 {
+        let scratch = std::hint::black_box([n; 32 * 1024]);
+        scratch[usize::from(n)]
+    }
+
+    #[test]
+    fn trimming_gives_back_the_pages_below_the_caller_and_they_come_back_as_zeros() {
+        let fiber = Fiber::new(|n: u8| {
+            let limit = switch::current_stack_limit().expect("on a fiber");
+            let marker = 0u8;
+            let here = std::ptr::addr_of!(marker) as usize & !(memory::page_size() - 1);
+            let first = deep(n);
+            let deep_pages = resident_pages(limit, here - memory::page_size());
+            assert!(deep_pages >= 7, "the 32 KiB frame made its pages resident: {deep_pages}");
+            let trimmed = trim_below_here(limit);
+            assert!(trimmed >= 32 * 1024, "{trimmed}");
+            assert_eq!(resident_pages(limit, here - memory::page_size()), 0, "all below the caller went");
+            first + deep(n)
+        })
+        .unwrap();
+        assert_eq!(fiber.resume(3).unwrap(), 6, "the pages came back to a second deep call");
+    }
+
+    #[test]
+    fn a_thread_stack_is_not_trimmed() {
+        assert_eq!(super::super::trim_stack(), 0);
+    }
 }

@@ -192,6 +192,16 @@ impl Drop for FiberInner {
     }
 }
 
+/// The low end of the running fiber's usable stack; `None` on a thread's own stack.
+pub(crate) fn current_stack_limit() -> Option<usize> {
+    with_current(|me| {
+        let stack = me.stack.take();
+        let limit = stack.as_ref().map(PooledStack::limit);
+        me.stack.set(stack);
+        limit
+    })
+}
+
 /// Runs `f` on the running fiber (the root when no fiber runs).
 pub(crate) fn with_current<R>(f: impl FnOnce(&FiberInner) -> R) -> R {
     with_state(|st| {

@@ -52,6 +52,18 @@ pub(crate) unsafe fn release(addr: usize, len: usize) {
     let _ = unsafe { rustix::mm::munmap(addr as *mut std::ffi::c_void, len) };
 }
 
+/// Gives the pages of `addr..addr+len` (page aligned, inside a region from [`reserve`]) back to
+/// the kernel (`MADV_DONTNEED`): they cost no memory until touched again, and then read as zeros.
+///
+/// # Safety
+///
+/// Nothing in the range may be read again before it is written: whatever it held is lost.
+pub(crate) unsafe fn discard(addr: usize, len: usize) -> io::Result<()> {
+    use rustix::mm::Advice;
+    // SAFETY: the range is the caller's to lose, as it promises; the mapping itself stays.
+    unsafe { rustix::mm::madvise(addr as *mut std::ffi::c_void, len, Advice::LinuxDontNeed) }.map_err(io::Error::from)
+}
+
 /// How a guard page is made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum GuardKind {

@@ -15,7 +15,7 @@ mod write;
 
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use neverblock::runtime::TaskActivity;
 
@@ -40,6 +40,11 @@ use write::{linger, Context, Sent};
 /// The most of an unread request body read and dropped to keep the connection (Go's rule), or
 /// on HTTP/2 to let the client end its request rather than have its stream reset.
 pub(super) const DRAIN_LIMIT: u64 = 256 * 1024;
+
+/// How long a kept-alive connection waits for its next request before it gives back its buffers
+/// and the deep pages of its stack (see [`release_while_idle`]): long enough that a client's
+/// pause between requests rarely reaches it, short next to keep-alive timeouts.
+const IDLE_RELEASE: Duration = Duration::from_secs(1);
 
 /// When a request's head had arrived.
 #[derive(Clone, Copy, Debug)]
@@ -86,12 +91,28 @@ pub(super) fn serve(
             return;
         }
         let now = super::timed::now();
-        socket.set_read_limit(match (first, conn.has_buffered()) {
-            (false, false) => WaitLimit::FirstByte { by: now + timeouts.keep_alive, then: timeouts.header },
-            _ => WaitLimit::Until(now + timeouts.header),
-        });
+        // A kept-alive connection between requests waits for the next one's first byte; once it
+        // has waited `IDLE_RELEASE`, it gives back what it holds for requests and waits on.
+        let between_requests = !first && !conn.has_buffered();
+        let keep_alive_until = now + timeouts.keep_alive;
+        let mut released = !between_requests || timeouts.keep_alive <= IDLE_RELEASE;
         registered.set_idle_since(Some(now));
-        let read = read_request_head(&mut conn, &server_loop.config.limits, &mut head);
+        let read = loop {
+            socket.set_read_limit(match (between_requests, released) {
+                (true, false) => WaitLimit::FirstByte { by: now + IDLE_RELEASE, then: timeouts.header },
+                (true, true) => WaitLimit::FirstByte { by: keep_alive_until, then: timeouts.header },
+                (false, _) => WaitLimit::Until(now + timeouts.header),
+            });
+            match read_request_head(&mut conn, &server_loop.config.limits, &mut head) {
+                Err(HeadError::Io { error, partial: false })
+                    if !released && error.kind() == std::io::ErrorKind::TimedOut =>
+                {
+                    release_while_idle(&mut conn, &mut head);
+                    released = true;
+                }
+                read => break read,
+            }
+        };
         registered.set_idle_since(None);
         let version = match read {
             Ok(version) => version,
@@ -126,6 +147,17 @@ pub(super) fn serve(
         }
         first = false;
     }
+}
+
+/// Gives back what a kept-alive connection holds for its requests, once it has waited
+/// [`IDLE_RELEASE`] for the next: the read and write buffers, the last head's, and the pages of the
+/// fiber's stack below this frame (touched by the last request's handler). A connection that only
+/// paused gets them back at its next request, for an allocation and a page fault or two.
+fn release_while_idle(conn: &mut BufferedConn<Socket>, head: &mut Head) {
+    conn.release_buffer();
+    conn.get_ref().release_queue();
+    *head = Head::default();
+    neverblock::fiber::trim_stack();
 }
 
 /// Sends a TLS session's `close_notify` when the connection's fiber ends, however it ends but by
@@ -256,7 +288,9 @@ fn request_line(buffered: &[u8], status: u16) -> Option<&[u8]> {
     Some(buffered[..end].strip_suffix(b"\r").unwrap_or(&buffered[..end]))
 }
 
-/// Answers a request the server will not take, and closes the connection.
+/// Answers a request the server will not take, and closes the connection. Out of line, so that
+/// its frame is no part of `serve`'s, which an idle connection keeps on its stack.
+#[inline(never)]
 fn refuse(server_loop: &ServerLoop, socket: &Socket, refusal: &Refusal, head: Received<'_>, addresses: Addresses<'_>) {
     let started = Started::now(server_loop);
     log::debug!("{}: refused with {}: {}", addresses.peer, refusal.status, refusal.why);

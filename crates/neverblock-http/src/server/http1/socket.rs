@@ -86,6 +86,14 @@ impl Socket {
         result
     }
 
+    /// Lets go of the write buffer's allocation while nothing is queued (a connection long idle).
+    pub(super) fn release_queue(&self) {
+        let mut pending = self.inner.pending.borrow_mut();
+        if pending.is_empty() {
+            *pending = Vec::new();
+        }
+    }
+
     /// Sends up to `len` bytes of `file` from `offset`, under the write limit, queued bytes first:
     /// with `sendfile(2)` in cleartext; over TLS, a piece read (on the blocking pool when not in
     /// the page cache) and encrypted.
