@@ -739,3 +739,19 @@ fn a_streamed_body_that_fails_or_ends_short_is_a_body_error() {
     assert!(matches!(failed, Err(SendError::Body(e)) if e.kind() == ErrorKind::PermissionDenied));
     assert_eq!(writes.len(), 1, "what was read before the failure went out");
 }
+
+#[cfg(feature = "server")]
+#[test]
+fn a_buffer_let_go_while_nothing_is_buffered_comes_back_first_sized() {
+    let data: Vec<u8> = (0..20_000u32).map(|i| i as u8).collect();
+    let mut conn = BufferedConn::new(&data[..]);
+    assert_eq!(conn.fill().unwrap(), FIRST_READ);
+    assert_eq!(conn.fill().unwrap(), 2 * FIRST_READ, "a read that fills its chunk doubles the next");
+    conn.release_buffer();
+    assert_eq!(conn.buffered(), &data[..3 * FIRST_READ], "bytes still buffered are kept");
+    conn.consume(3 * FIRST_READ);
+    conn.release_buffer();
+    assert_eq!(conn.buf.capacity(), 0, "let go");
+    assert_eq!(conn.fill().unwrap(), FIRST_READ, "the next read asks for a first read's bytes again");
+    assert_eq!(conn.buffered(), &data[3 * FIRST_READ..4 * FIRST_READ]);
+}

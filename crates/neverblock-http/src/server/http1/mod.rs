@@ -96,6 +96,7 @@ pub(super) fn serve(
         let between_requests = !first && !conn.has_buffered();
         let keep_alive_until = now + timeouts.keep_alive;
         let mut released = !between_requests || timeouts.keep_alive <= IDLE_RELEASE;
+        let mut just_released = false;
         registered.set_idle_since(Some(now));
         let read = loop {
             socket.set_read_limit(match (between_requests, released) {
@@ -103,12 +104,17 @@ pub(super) fn serve(
                 (true, true) => WaitLimit::FirstByte { by: keep_alive_until, then: timeouts.header },
                 (false, _) => WaitLimit::Until(now + timeouts.header),
             });
+            if just_released {
+                // The read below allocates its buffer first: wait for the client without one.
+                socket.wait_for_data();
+            }
             match read_request_head(&mut conn, &server_loop.config.limits, &mut head) {
                 Err(HeadError::Io { error, partial: false })
                     if !released && error.kind() == std::io::ErrorKind::TimedOut =>
                 {
                     release_while_idle(&mut conn, &mut head);
                     released = true;
+                    just_released = true;
                 }
                 read => break read,
             }
