@@ -449,7 +449,7 @@ pub fn yield_now<T: 'static>(value: T) -> Result<T, FiberError> {
 /// assert_eq!(fiber::trim_stack(), 0, "not on a fiber");
 /// ```
 pub fn trim_stack() -> usize {
-    switch::current_stack_limit().map_or(0, stack::trim_below_here)
+    switch::current_stack_bounds().map_or(0, stack::trim_below_here)
 }
 
 impl Fiber<()> {

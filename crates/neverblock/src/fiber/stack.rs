@@ -194,13 +194,15 @@ pub(crate) fn allocate(size: usize, guard: GuardKind, used: StackUse) -> Result<
 /// Room left below the frame of [`trim_below_here`] for the call that discards: its own frames.
 const TRIM_MARGIN: usize = 1024;
 
-/// Gives the kernel back the pages of the running stack, whose usable low end is `limit`, that lie
-/// wholly below this call's frame (and a margin for the call that does it); returns how many bytes.
-/// Out of line, so that its frame is below every frame of its callers.
+/// Gives the kernel back the pages of the running stack, whose usable part is `limit..base`, that
+/// lie wholly below this call's frame (and a margin for the call that does it); returns how many
+/// bytes. Out of line, so that its frame is below every frame of its callers.
 #[inline(never)]
-pub(crate) fn trim_below_here(limit: usize) -> usize {
-    let marker = 0u8;
-    let here = std::hint::black_box(std::ptr::addr_of!(marker)) as usize;
+pub(crate) fn trim_below_here((limit, base): (usize, usize)) -> usize {
+    let here = stack_pointer();
+    if here <= limit || here > base {
+        return 0; // not on this stack (a signal handler's): nothing is known to be free
+    }
     let page = memory::page_size();
     let top = here.saturating_sub(TRIM_MARGIN) & !(page - 1);
     if top <= limit {
@@ -214,6 +216,24 @@ pub(crate) fn trim_below_here(limit: usize) -> usize {
         Ok(()) => top - limit,
         Err(_) => 0,
     }
+}
+
+/// The stack pointer: where the running frame's stack ends. Not a local's address, which
+/// AddressSanitizer may place on a fake stack elsewhere.
+#[inline(always)]
+fn stack_pointer() -> usize {
+    let sp: usize;
+    // SAFETY: copies the stack pointer register; reads and writes no memory.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        std::arch::asm!("mov {}, rsp", out(reg) sp, options(nomem, nostack, preserves_flags));
+    }
+    // SAFETY: as above.
+    #[cfg(target_arch = "aarch64")]
+    unsafe {
+        std::arch::asm!("mov {}, sp", out(reg) sp, options(nomem, nostack, preserves_flags));
+    }
+    sp
 }
 
 /// A fiber stack on loan from its thread's pool; dropping it returns it.
@@ -390,13 +410,13 @@ mod tests {
     #[test]
     fn trimming_gives_back_the_pages_below_the_caller_and_they_come_back_as_zeros() {
         let fiber = Fiber::new(|n: u8| {
-            let limit = switch::current_stack_limit().expect("on a fiber");
-            let marker = 0u8;
-            let here = std::ptr::addr_of!(marker) as usize & !(memory::page_size() - 1);
+            let bounds = switch::current_stack_bounds().expect("on a fiber");
+            let limit = bounds.0;
+            let here = stack_pointer() & !(memory::page_size() - 1);
             let first = deep(n);
             let deep_pages = resident_pages(limit, here - memory::page_size());
             assert!(deep_pages >= 7, "the 32 KiB frame made its pages resident: {deep_pages}");
-            let trimmed = trim_below_here(limit);
+            let trimmed = trim_below_here(bounds);
             assert!(trimmed >= 32 * 1024, "{trimmed}");
             assert_eq!(resident_pages(limit, here - memory::page_size()), 0, "all below the caller went");
             first + deep(n)

@@ -192,13 +192,13 @@ impl Drop for FiberInner {
     }
 }
 
-/// The low end of the running fiber's usable stack; `None` on a thread's own stack.
-pub(crate) fn current_stack_limit() -> Option<usize> {
+/// The running fiber's usable stack, its low end and its base; `None` on a thread's own stack.
+pub(crate) fn current_stack_bounds() -> Option<(usize, usize)> {
     with_current(|me| {
         let stack = me.stack.take();
-        let limit = stack.as_ref().map(PooledStack::limit);
+        let bounds = stack.as_ref().map(|s| (s.limit(), s.base()));
         me.stack.set(stack);
-        limit
+        bounds
     })
 }
 
