@@ -94,30 +94,23 @@ pub(super) fn serve(
         // A kept-alive connection between requests waits for the next one's first byte; once it
         // has waited `IDLE_RELEASE`, it gives back what it holds for requests and waits on.
         let between_requests = !first && !conn.has_buffered();
-        let keep_alive_until = now + timeouts.keep_alive;
-        let mut released = !between_requests || timeouts.keep_alive <= IDLE_RELEASE;
-        let mut just_released = false;
+        let release = between_requests && timeouts.keep_alive > IDLE_RELEASE;
+        let first_byte_by = |by| WaitLimit::FirstByte { by, then: timeouts.header };
+        socket.set_read_limit(match (between_requests, release) {
+            (false, _) => WaitLimit::Until(now + timeouts.header),
+            (true, true) => first_byte_by(now + IDLE_RELEASE),
+            (true, false) => first_byte_by(now + timeouts.keep_alive),
+        });
         registered.set_idle_since(Some(now));
-        let read = loop {
-            socket.set_read_limit(match (between_requests, released) {
-                (true, false) => WaitLimit::FirstByte { by: now + IDLE_RELEASE, then: timeouts.header },
-                (true, true) => WaitLimit::FirstByte { by: keep_alive_until, then: timeouts.header },
-                (false, _) => WaitLimit::Until(now + timeouts.header),
-            });
-            if just_released {
-                // The read below allocates its buffer first: wait for the client without one.
+        let read = match read_request_head(&mut conn, &server_loop.config.limits, &mut head) {
+            Err(HeadError::Io { error, partial: false }) if release && error.kind() == std::io::ErrorKind::TimedOut => {
+                release_while_idle(&mut conn, &mut head);
+                socket.set_read_limit(first_byte_by(now + timeouts.keep_alive));
+                // The read allocates its buffer first: wait for the client without one.
                 socket.wait_for_data();
+                read_request_head(&mut conn, &server_loop.config.limits, &mut head)
             }
-            match read_request_head(&mut conn, &server_loop.config.limits, &mut head) {
-                Err(HeadError::Io { error, partial: false })
-                    if !released && error.kind() == std::io::ErrorKind::TimedOut =>
-                {
-                    release_while_idle(&mut conn, &mut head);
-                    released = true;
-                    just_released = true;
-                }
-                read => break read,
-            }
+            read => read,
         };
         registered.set_idle_since(None);
         let version = match read {
