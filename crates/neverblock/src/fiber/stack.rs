@@ -4,7 +4,10 @@
 //! Slots are carved from *chunks*, mappings that double in size (16 slots, then
 //! 32, … up to 1024), so a million stacks cost about a thousand mappings. A freed
 //! stack goes on its thread's free list and the next fiber reuses it: after
-//! warm-up, creating a fiber maps no memory and makes no system call.
+//! warm-up, creating a fiber maps no memory and makes no system call. A pool keeps
+//! the pages of its most recently freed [`WARM_STACKS`] stacks; one freed beyond
+//! them gives its pages back to the kernel (one `madvise`), so the end of a burst
+//! of ten thousand fibers leaves their address space, not their memory.
 //!
 //! Guard pages are made one of two ways, chosen once per process:
 //!
@@ -33,6 +36,8 @@ pub const DEFAULT_STACK_SIZE: usize = 128 * 1024;
 
 const FIRST_CHUNK_SLOTS: usize = 16;
 const MAX_CHUNK_SLOTS: usize = 1024;
+/// Freed stacks a pool keeps with their pages resident, for the next fibers to start on warm.
+const WARM_STACKS: usize = 64;
 /// Mappings left for everything else in the process (libraries, malloc, threads).
 const MAP_COUNT_RESERVE: usize = 1024;
 
@@ -120,7 +125,7 @@ pub fn set_stack_limit(limit: Option<usize>) {
 pub struct StackStats {
     /// Stacks in use by fibers.
     pub live: usize,
-    /// Stacks carved and waiting on the free list.
+    /// Stacks carved and waiting on the free list (their pages given back beyond the warmest 64).
     pub free: usize,
     /// Chunks mapped (kernel mappings, not counting guard splits).
     pub chunks: usize,
@@ -143,7 +148,7 @@ pub fn stack_stats() -> StackStats {
             let state = pool.state.borrow();
             StackStats {
                 live: acc.live + state.live,
-                free: acc.free + state.free.len(),
+                free: acc.free + state.free.len() + state.cold.len(),
                 chunks: acc.chunks + state.chunks.len(),
             }
         })
@@ -265,7 +270,17 @@ impl Drop for PooledStack {
     fn drop(&mut self) {
         let mut state = self.pool.state.borrow_mut();
         state.live -= 1;
-        state.free.push(self.low);
+        if state.free.len() < WARM_STACKS {
+            return state.free.push(self.low);
+        }
+        let (limit, len) = (self.limit(), self.pool.size);
+        // SAFETY: the stack's fiber has finished or was unwound, or never ran: no frame is left
+        // on it, and the next fiber to take it writes its first frame before reading anything.
+        if unsafe { memory::discard(limit, len) }.is_ok() {
+            state.cold.push(self.low);
+        } else {
+            state.free.push(self.low);
+        }
     }
 }
 
@@ -281,8 +296,11 @@ struct Pool {
 
 #[derive(Default)]
 struct PoolState {
-    /// Slots ready for reuse, most recently freed last (reused first: its pages are warm).
+    /// Slots ready for reuse with their pages, most recently freed last (reused first: its pages
+    /// are warm); at most [`WARM_STACKS`].
     free: Vec<usize>,
+    /// Slots ready for reuse whose pages were given back, reused once `free` is empty.
+    cold: Vec<usize>,
     chunks: Vec<Chunk>,
     /// The next uncarved slot of the newest chunk, and that chunk's end.
     carve: usize,
@@ -309,7 +327,7 @@ impl Pool {
                 return Err(StackError::Cap { limit });
             }
         }
-        let low = match state.free.pop() {
+        let low = match state.free.pop().or_else(|| state.cold.pop()) {
             Some(low) => low,
             None => self.carve(&mut state)?,
         };
@@ -423,6 +441,33 @@ mod tests {
         })
         .unwrap();
         assert_eq!(fiber.resume(3).unwrap(), 6, "the pages came back to a second deep call");
+    }
+
+    #[test]
+    fn stacks_freed_beyond_the_warm_ones_give_their_pages_back_and_are_reused_last() {
+        let n = WARM_STACKS + 6;
+        let fibers: Vec<Fiber<(usize, usize)>> = (0..n)
+            .map(|_| {
+                Fiber::new(|(depth, _): (usize, usize)| {
+                    let bounds = switch::current_stack_bounds().expect("on a fiber");
+                    let deep = deep(u8::try_from(depth).unwrap());
+                    super::super::yield_now(bounds).unwrap();
+                    (usize::from(deep), 0)
+                })
+                .unwrap()
+            })
+            .collect();
+        let bounds: Vec<(usize, usize)> = fibers.iter().map(|fiber| fiber.resume((1, 0)).unwrap()).collect();
+        for fiber in &fibers {
+            assert_eq!(fiber.resume((0, 0)).unwrap(), (1, 0));
+        }
+        drop(fibers);
+        let resident: Vec<usize> = bounds.iter().map(|&(limit, base)| resident_pages(limit, base)).collect();
+        assert!(resident[..WARM_STACKS].iter().all(|&pages| pages >= 8), "the warm ones kept theirs: {resident:?}");
+        assert!(resident[WARM_STACKS..].iter().all(|&pages| pages == 0), "the rest gave them back: {resident:?}");
+        let next = Fiber::new(|_: (usize, usize)| switch::current_stack_bounds().expect("on a fiber")).unwrap();
+        let reused = next.resume((0, 0)).unwrap();
+        assert_eq!(reused, bounds[WARM_STACKS - 1], "a warm stack, the last one freed warm, is reused first");
     }
 
     #[test]

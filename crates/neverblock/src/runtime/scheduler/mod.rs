@@ -38,6 +38,11 @@ use turns::Turns;
 /// Task switches between two polls for timers and I/O while tasks are runnable (tokio's figure).
 const POLL_EVERY: u32 = 61;
 
+/// Idle worker fibers a loop keeps for its next tasks, of its runtime's stack size and of other
+/// sizes each (Go keeps 64 free goroutines a processor): a worker whose task ends beyond them
+/// finishes, and its stack goes back to the stack pool, which gives its pages back to the kernel.
+const IDLE_WORKERS_KEPT: usize = 64;
+
 /// How a task ended.
 pub(crate) enum Outcome {
     Returned,
@@ -311,13 +316,23 @@ impl Scheduler {
         }
     }
 
-    /// Keeps a worker fiber whose task ended, with a stack of `size` usable bytes, for the next.
-    fn idle(&self, worker: Fiber<()>, size: usize) {
+    /// Keeps a worker fiber whose task ended, with a stack of `size` usable bytes, for the next;
+    /// returns false (keeping nothing) when [`IDLE_WORKERS_KEPT`] wait already.
+    fn idle(&self, worker: Fiber<()>, size: usize) -> bool {
         if size == self.stack_size {
-            self.idle_workers.borrow_mut().push(worker);
+            let mut idle = self.idle_workers.borrow_mut();
+            if idle.len() >= IDLE_WORKERS_KEPT {
+                return false;
+            }
+            idle.push(worker);
         } else {
-            self.idle_sized_workers.borrow_mut().push((size, worker));
+            let mut sized = self.idle_sized_workers.borrow_mut();
+            if sized.len() >= IDLE_WORKERS_KEPT {
+                return false;
+            }
+            sized.push((size, worker));
         }
+        true
     }
 
     /// Makes a parked task runnable, if `turn` is its current park's (which the
@@ -367,7 +382,11 @@ fn work(stack_size: usize) {
         // The value or payload is the joiner's now; an idle worker keeps nothing of it.
         drop(body);
         if !s.start_next_here(stack_size) {
-            s.idle(Fiber::current(), stack_size);
+            if !s.idle(Fiber::current(), stack_size) {
+                // Enough workers wait: this one finishes, which hands control to the root.
+                s.current.set(None);
+                return;
+            }
             s.dispatch();
         }
     }

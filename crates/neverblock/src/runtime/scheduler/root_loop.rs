@@ -42,9 +42,14 @@ impl Scheduler {
     fn run_turns(&self, main: u64) -> io::Result<()> {
         loop {
             self.switches.set(0);
-            if let Some(next) = self.next_fiber() {
+            // A switch comes back when nothing is runnable, the loop is due to poll, or a worker
+            // fiber beyond those kept idle has finished (then the tasks run on).
+            while let Some(next) = self.next_fiber() {
                 if let Err(e) = next.switch_to() {
                     return Err(io::Error::other(format!("a task could not be continued: {e}")));
+                }
+                if self.current.get().is_some() {
+                    break;
                 }
             }
             self.turns.beacon().running(0);
