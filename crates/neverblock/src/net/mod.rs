@@ -34,6 +34,7 @@
 mod addr;
 mod listen_fds;
 mod nonblocking;
+pub(crate) mod pollable;
 mod send_file;
 mod serve;
 mod tcp;
@@ -42,6 +43,7 @@ mod unix;
 
 pub use addr::ToSocketAddrs;
 pub use listen_fds::{ListenFds, PARENT_PID_VAR};
+pub use pollable::Pollable;
 
 /// How many connections may wait to be accepted; the kernel caps it at `net.core.somaxconn`.
 const BACKLOG: i32 = 4096;

@@ -6,8 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
 
-use crate::runtime::registration::Direction;
-use crate::runtime::registration::Registration;
+use crate::runtime::registration::{Direction, Interest, Registration};
 
 /// An fd in non-blocking mode with its loop registration and the timeouts of
 /// the socket that owns it.
@@ -53,6 +52,12 @@ impl<T: AsFd> NonBlocking<T> {
         let NonBlocking { mut registration, inner, .. } = self;
         registration.deregister(Some(inner.as_fd()));
         inner
+    }
+
+    /// The fd's `direction` as a wait of the running task's loop (see [`Registration::interest`]);
+    /// `None` where it cannot be one.
+    pub(crate) fn interest(&self, direction: Direction) -> Option<Interest> {
+        self.registration.interest(self.inner.as_fd(), direction).ok().flatten()
     }
 
     /// Runs `op` until it does not return `WouldBlock`, waiting for readability in between.

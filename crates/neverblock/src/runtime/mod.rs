@@ -57,7 +57,7 @@ pub(crate) mod scheduler;
 mod sentinel;
 mod stats;
 mod task;
-mod task_builder;
+pub(crate) mod task_builder;
 mod threads;
 mod turn_end;
 pub(crate) mod waiter;
@@ -112,7 +112,7 @@ pub(crate) fn run_with<T: 'static>(settings: LoopSettings, f: impl FnOnce() -> T
     let scheduler =
         Rc::new(Scheduler::new(settings).unwrap_or_else(|e| panic!("neverblock: cannot start the event loop: {e}")));
     let _entered = scheduler.enter();
-    let handle = spawn_in(&scheduler, TaskLabel::Nothing, None, f);
+    let handle = spawn_in(&scheduler, TaskLabel::Nothing, None, None, f);
     let ended = scheduler.run_until_done(handle.id);
     scheduler.drop_tasks();
     turn_end::end_turn(); // the last turn ends with the loop
@@ -164,7 +164,7 @@ pub fn spawn<T: 'static>(f: impl FnOnce() -> T + 'static) -> JoinHandle<T> {
 pub fn try_spawn<T: 'static>(f: impl FnOnce() -> T + 'static) -> Result<JoinHandle<T>, SpawnError> {
     let scheduler = scheduler::current().ok_or(SpawnError::NoRuntime)?;
     let label = scheduler.inherited_label();
-    Ok(spawn_in(&scheduler, label, None, f))
+    Ok(spawn_in(&scheduler, label, None, None, f))
 }
 
 /// Like [`spawn`], naming the fiber (see [`current_task_name`]).
@@ -180,7 +180,7 @@ pub fn try_spawn<T: 'static>(f: impl FnOnce() -> T + 'static) -> Result<JoinHand
 #[track_caller]
 pub fn spawn_named<T: 'static>(name: &str, f: impl FnOnce() -> T + 'static) -> JoinHandle<T> {
     let scheduler = scheduler::current().expect("neverblock::spawn_named outside a runtime");
-    spawn_in(&scheduler, TaskLabel::Own(Label::new(Some(name.into()))), None, f)
+    spawn_in(&scheduler, TaskLabel::Own(Label::new(Some(name.into()))), None, None, f)
 }
 
 #[track_caller]
@@ -188,10 +188,11 @@ fn spawn_in<T: 'static>(
     scheduler: &Scheduler,
     label: TaskLabel,
     stack_size: Option<usize>,
+    start: Option<task_builder::StartWhenReady>,
     f: impl FnOnce() -> T + 'static,
 ) -> JoinHandle<T> {
     let (job, cell) = task::task_body(f);
-    let id = scheduler.spawn(label, job, std::panic::Location::caller(), stack_size);
+    let id = scheduler.spawn(label, job, std::panic::Location::caller(), stack_size, start);
     JoinHandle { id, cell }
 }
 

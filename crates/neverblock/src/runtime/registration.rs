@@ -18,6 +18,7 @@ use super::scheduler::{self, Scheduler, Wait, Woken};
 use super::waiter::{self, Waiter};
 use crate::reactor::poll_blocking;
 use crate::reactor::source::Token;
+use crate::reactor::Turn;
 // Which way an fd is waited on: the reactor's word, named outside it through this door alone.
 pub(crate) use crate::reactor::Direction;
 
@@ -196,6 +197,14 @@ fn deregister_remote(home: u64, token: Token) {
 pub(crate) struct Interest {
     token: Token,
     direction: Direction,
+}
+
+impl Interest {
+    /// Parks the task `turn` names, which has not started, on this interest of `s`'s reactor until
+    /// readiness or `deadline`; returns true when it is ready already (nothing was parked).
+    pub(crate) fn park_unstarted(self, s: &Scheduler, turn: Turn, deadline: Option<Instant>) -> bool {
+        s.reactor().wait(self.token, self.direction, turn, deadline)
+    }
 }
 
 /// Parks the calling fiber until the [`Waiter`] handed to `register` is woken or one

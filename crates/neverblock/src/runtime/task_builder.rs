@@ -1,7 +1,12 @@
-//! `TaskBuilder`: a task with a name or a stack size of its own.
+//! `TaskBuilder`: a task with a name or a stack size of its own, or one that starts when a socket
+//! turns readable.
+
+use std::time::Instant;
 
 use super::label::Label;
+use super::registration::{Direction, Interest};
 use super::{scheduler, spawn_in, JoinHandle, SpawnError, TaskLabel};
+use crate::net::Pollable;
 
 /// Options for one task: a name (see [`current_task_name`](super::current_task_name))
 /// and the usable size of its stack, when the runtime's default
@@ -24,6 +29,17 @@ use super::{scheduler, spawn_in, JoinHandle, SpawnError, TaskLabel};
 pub struct TaskBuilder {
     name: Option<Box<str>>,
     stack_size: Option<usize>,
+    start: Option<StartWhenReady>,
+}
+
+/// When a task made by [`TaskBuilder::when_readable`] starts: on readiness of a socket registered
+/// with one loop, or at a deadline.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StartWhenReady {
+    /// The loop whose reactor `interest` belongs to.
+    pub(crate) scheduler: u64,
+    pub(crate) interest: Interest,
+    pub(crate) deadline: Option<Instant>,
 }
 
 impl TaskBuilder {
@@ -42,6 +58,48 @@ impl TaskBuilder {
     /// asking for the same size share the workers that carry them.
     pub fn stack_size(mut self, bytes: usize) -> TaskBuilder {
         self.stack_size = Some(bytes);
+        self
+    }
+
+    /// Starts the task only once `socket` turns readable (data, end of stream, or an error to
+    /// report), or at `deadline`, whichever comes first. Until then it holds no fiber and no
+    /// stack: a loop can keep a hundred thousand such tasks for the memory of their closures,
+    /// where a task parked in a read keeps its fiber's stack pages. The task must find out
+    /// itself which it was (a read that would block, or a deadline passed): a start promises
+    /// neither.
+    ///
+    /// The socket is waited on through the calling task's loop, so the task must be spawned on
+    /// that loop; if it is spawned elsewhere, or the socket cannot be registered there (it is
+    /// another live loop's, or the poller refuses it), the task starts at once, as
+    /// [`spawn`](crate::spawn)'s do. Cancelled before it starts, it ends without running.
+    ///
+    /// # Examples
+    ///
+    /// A connection that has gone quiet waits for its next message without a fiber:
+    ///
+    /// ```
+    /// use std::io::{Read, Write};
+    /// use std::time::{Duration, Instant};
+    /// use neverblock::net::UnixStream;
+    /// use neverblock::runtime::TaskBuilder;
+    ///
+    /// neverblock::run(|| {
+    ///     let (quiet, mut peer) = UnixStream::pair().unwrap();
+    ///     let by = Instant::now() + Duration::from_secs(60);
+    ///     let next = TaskBuilder::new().when_readable(&quiet, Some(by)).spawn(move || {
+    ///         let mut byte = [0];
+    ///         (&quiet).read_exact(&mut byte).map(|()| byte[0])
+    ///     });
+    ///     neverblock::sleep(Duration::from_millis(10));
+    ///     peer.write_all(b"!").unwrap();
+    ///     assert_eq!(next.join().unwrap().unwrap(), b'!');
+    /// });
+    /// ```
+    pub fn when_readable(mut self, socket: &impl Pollable, deadline: Option<Instant>) -> TaskBuilder {
+        self.start = scheduler::in_task().and_then(|s| {
+            let interest = socket.interest(Direction::Read)?;
+            Some(StartWhenReady { scheduler: s.id(), interest, deadline })
+        });
         self
     }
 
@@ -75,6 +133,7 @@ impl TaskBuilder {
             Some(name) => TaskLabel::Own(Label::new(Some(name.into()))),
             None => scheduler.inherited_label(),
         };
-        Ok(spawn_in(&scheduler, label, self.stack_size, f))
+        let start = self.start.filter(|start| start.scheduler == scheduler.id());
+        Ok(spawn_in(&scheduler, label, self.stack_size, start, f))
     }
 }

@@ -257,7 +257,7 @@ pub fn spawn_on<T: Send + 'static>(index: usize, f: impl FnOnce() -> T + Send + 
         let (body, _) = super::task::task_body(move || {
             tx.send(panic::catch_unwind(AssertUnwindSafe(f)).map_err(PanicPayload::new));
         });
-        s.spawn(scheduler::TaskLabel::Nothing, body, spawned_at, None);
+        s.spawn(scheduler::TaskLabel::Nothing, body, spawned_at, None, None);
     }));
     RemoteJoinHandle { index, rx }
 }

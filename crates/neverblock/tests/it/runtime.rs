@@ -7,8 +7,8 @@ use std::panic::{self, AssertUnwindSafe};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use neverblock::fiber::Fiber;
-use neverblock::runtime::LoopStats;
+use neverblock::fiber::{stack_stats, Fiber};
+use neverblock::runtime::{LoopStats, TaskBuilder};
 use neverblock::sync::{bounded, unbounded, RecvError};
 use neverblock::{run, sleep, spawn, timeout, yield_now, Elapsed, JoinError};
 
@@ -162,6 +162,90 @@ fn a_fiber_cancelled_before_it_starts_never_runs() {
     });
     assert!(matches!(outcome, Err(JoinError::Cancelled)));
     assert!(!ran.get());
+}
+
+#[test]
+fn tasks_started_when_readable_hold_no_stack_until_their_sockets_have_data() {
+    run(|| {
+        let before = stack_stats().live;
+        let (mut peers, mut tasks) = (Vec::new(), Vec::new());
+        for _ in 0..200 {
+            let (quiet, peer) = neverblock::net::UnixStream::pair().unwrap();
+            tasks.push(TaskBuilder::new().when_readable(&quiet, None).spawn(move || {
+                let mut byte = [0];
+                (&quiet).read_exact(&mut byte).map(|()| byte[0])
+            }));
+            peers.push(peer);
+        }
+        sleep(Duration::from_millis(5));
+        assert_eq!(stack_stats().live, before, "none has started: each would hold a stack");
+        for (i, peer) in peers.iter_mut().enumerate().rev() {
+            peer.write_all(&[i as u8]).unwrap();
+        }
+        let got: Vec<u8> = tasks.into_iter().map(|task| task.join().unwrap().unwrap()).collect();
+        assert_eq!(got, (0..200).map(|i| i as u8).collect::<Vec<_>>());
+    });
+}
+
+#[test]
+fn a_task_started_when_readable_starts_at_its_deadline_when_nothing_comes() {
+    let (started, by) = run(|| {
+        let (quiet, _peer) = neverblock::net::UnixStream::pair().unwrap();
+        let by = Instant::now() + Duration::from_millis(30);
+        let task = TaskBuilder::new().when_readable(&quiet, Some(by)).spawn(move || {
+            quiet.set_read_timeout(Some(Duration::from_millis(1))).unwrap();
+            let read = (&quiet).read(&mut [0]);
+            (Instant::now(), read.map_err(|e| e.kind()))
+        });
+        let (started, read) = task.join().unwrap();
+        assert_eq!(read, Err(std::io::ErrorKind::TimedOut), "nothing had come");
+        (started, by)
+    });
+    assert!(started >= by, "started {:?} early", by - started);
+}
+
+#[test]
+fn a_task_waiting_to_start_when_readable_can_be_cancelled_and_drops_its_socket() {
+    run(|| {
+        let (quiet, mut peer) = neverblock::net::UnixStream::pair().unwrap();
+        let ran = Rc::new(Cell::new(false));
+        let r = ran.clone();
+        let task = TaskBuilder::new().when_readable(&quiet, None).spawn(move || {
+            r.set(true);
+            drop(quiet);
+        });
+        sleep(Duration::from_millis(2));
+        task.cancel();
+        assert!(matches!(task.join(), Err(JoinError::Cancelled)));
+        assert!(!ran.get(), "it never ran");
+        let mut rest = Vec::new();
+        assert_eq!(peer.read_to_end(&mut rest).unwrap(), 0, "its socket was closed with it");
+    });
+}
+
+#[test]
+fn a_burst_of_tasks_leaves_only_the_kept_idle_workers_holding_stacks() {
+    run(|| {
+        let before = stack_stats().live;
+        let gate = Rc::new(neverblock::sync::Notify::new());
+        let tasks: Vec<_> = (0..1000)
+            .map(|_| {
+                let gate = gate.clone();
+                spawn(move || gate.notified())
+            })
+            .collect();
+        yield_now(); // behind all 1000, each parked on the gate when this runs again
+        assert!(stack_stats().live >= before + 1000, "all 1000 park on stacks of their own");
+        gate.notify_all();
+        for task in tasks {
+            task.join().unwrap().unwrap();
+        }
+        let after = stack_stats();
+        assert!(after.live <= before + 64, "idle workers kept: {} (from {before})", after.live);
+        assert!(after.free >= 1000 - 64, "the others' stacks went back to the pool: {after:?}");
+        let again: Vec<_> = (0..200).map(|i| spawn(move || i * 2)).collect();
+        assert_eq!(again.into_iter().map(|t| t.join().unwrap()).sum::<i32>(), 199 * 200);
+    });
 }
 
 #[test]

@@ -6,7 +6,7 @@ use std::fmt::Write;
 use std::time::Duration;
 
 use super::tasks::Task;
-use super::Scheduler;
+use super::{Scheduler, Wait};
 use crate::runtime::beacon::now_ns;
 use crate::runtime::sentinel::location;
 
@@ -22,7 +22,7 @@ impl Scheduler {
         for (_, task) in tasks.slab.iter() {
             let state = if self.current.get() == Some(task.id) {
                 "runs".to_string()
-            } else if runnable.contains(&task.id) || task.resume_at.is_none() {
+            } else if runnable.contains(&task.id) || (task.resume_at.is_none() && task.waits_on == Wait::Nothing) {
                 "is runnable".to_string()
             } else {
                 let parked = Duration::from_nanos(now.saturating_sub(task.parked_at));

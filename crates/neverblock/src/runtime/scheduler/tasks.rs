@@ -18,7 +18,9 @@ use crate::reactor::timer::TimerKey;
 use crate::reactor::{Alarm, Turn, Wake};
 use crate::runtime::beacon::label_key;
 use crate::runtime::label::Label;
+use crate::runtime::registration::Direction;
 use crate::runtime::task::TaskBody;
+use crate::runtime::task_builder::StartWhenReady;
 
 /// A new task's turn number (`Task::turn`).
 pub(super) const FIRST_TURN: u64 = 0;
@@ -88,13 +90,15 @@ pub(super) struct Tasks {
 }
 
 impl Scheduler {
-    /// Adds a task running `body`, spawned at `spawned_at`.
+    /// Adds a task running `body`, spawned at `spawned_at`: runnable, or, with `start`, parked
+    /// without a fiber until its socket is ready or its deadline.
     pub(crate) fn spawn(
         &self,
         label: TaskLabel,
         body: Rc<dyn TaskBody>,
         spawned_at: &'static Location<'static>,
         stack_size: Option<usize>,
+        start: Option<StartWhenReady>,
     ) -> u64 {
         let seq = self.next_seq.get();
         self.next_seq.set(seq.checked_add(1).unwrap_or(1));
@@ -126,7 +130,15 @@ impl Scheduler {
                 NonZeroU32::new(kib).unwrap_or(NonZeroU32::MIN)
             }),
         });
-        tasks.queue.push_back(Turn { task: id, number: FIRST_TURN });
+        let turn = Turn { task: id, number: FIRST_TURN };
+        match start {
+            Some(start) if !start.interest.park_unstarted(self, turn, start.deadline) => {
+                let task = &mut tasks.slab[key(id)];
+                task.waits_on = Wait::Fd(Direction::Read);
+                task.parked_at = self.turns.started();
+            }
+            _ => tasks.queue.push_back(turn),
+        }
         self.live_tasks.store(self.live_tasks.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         id
     }
