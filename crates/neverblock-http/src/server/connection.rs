@@ -63,11 +63,12 @@ pub(super) fn serve(
                 preface
             }
         };
-    let _serving = Serving::start(server_loop, usize::from(http2));
+    let serving = Serving::start(server_loop, usize::from(http2));
     if http2 {
         http2::serve(stream, session, connection, server_loop);
+        drop(serving);
     } else {
-        http1::serve(timed, session, connection, server_loop);
+        http1::serve(timed, session, connection, serving, server_loop);
     }
 }
 
@@ -101,19 +102,19 @@ fn handshake(
 }
 
 /// A connection counted as served in its protocol (`0`: HTTP/1, `1`: HTTP/2) and as open in it
-/// until this drops, however its driver ends.
-struct Serving<'a>(&'a ServerLoop, usize);
+/// until this drops, however its driver ends (an HTTP/1 connection's may outlive its first fiber).
+pub(super) struct Serving(Rc<ServerLoop>, usize);
 
-impl Serving<'_> {
-    fn start(server_loop: &ServerLoop, protocol: usize) -> Serving<'_> {
+impl Serving {
+    fn start(server_loop: &Rc<ServerLoop>, protocol: usize) -> Serving {
         let counters = server_loop.registry.counters();
         counters.served[protocol].fetch_add(1, Relaxed);
         counters.serving[protocol].fetch_add(1, Relaxed);
-        Serving(server_loop, protocol)
+        Serving(server_loop.clone(), protocol)
     }
 }
 
-impl Drop for Serving<'_> {
+impl Drop for Serving {
     fn drop(&mut self) {
         self.0.registry.counters().serving[self.1].fetch_sub(1, Relaxed);
     }

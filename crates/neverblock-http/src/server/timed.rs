@@ -132,16 +132,6 @@ impl TimedStream {
         self.timed(&self.read, |mut s| io::Read::read(&mut s, buf), TcpStream::set_read_timeout)
     }
 
-    /// Waits, under the read limit, until a byte can be read (or the stream ends), and reads none:
-    /// a one-byte `peek`. Returns how many bytes it saw (0 at the end).
-    ///
-    /// # Errors
-    ///
-    /// The peek's error; `TimedOut` past the limit.
-    pub(crate) fn wait_for_byte(&self) -> io::Result<usize> {
-        self.timed(&self.read, |s| s.peek(&mut [0]), TcpStream::set_read_timeout)
-    }
-
     /// One write, under the write limit.
     ///
     /// # Errors

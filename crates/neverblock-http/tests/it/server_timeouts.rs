@@ -82,6 +82,38 @@ fn a_connection_idle_past_a_second_is_answered_again_and_closed_at_its_keep_aliv
 }
 
 #[test]
+fn quiet_connections_hold_no_fiber_and_are_answered_when_they_speak_again() {
+    // Two hundred kept-alive connections silent past the release second: their fibers end (the
+    // loop keeps at most 64 idle workers), so the loop holds fewer stacks than connections. Each
+    // is answered again when it speaks, by a task its readiness started.
+    let handler = |request: &mut Request<'_>| match request.target() {
+        "/stacks" => Response::new(200).body(neverblock::fiber::stack_stats().live.to_string()),
+        target => Response::new(200).body(format!("again {target}")),
+    };
+    let server = Running::with(Server::builder().workers(1).keep_alive_timeout(Duration::from_secs(30)), handler);
+    let mut quiet: Vec<_> = (0..200)
+        .map(|i| {
+            let writer = server.connect();
+            let mut reader = BufReader::new(writer.try_clone().unwrap());
+            (&writer).write_all(format!("GET /{i} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes()).unwrap();
+            assert_eq!(read_reply(&mut reader, false).text(), format!("again /{i}"));
+            (writer, reader)
+        })
+        .collect();
+    #[allow(clippy::disallowed_methods)] // the client, on the test's own thread
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut asker = server.connect();
+    let mut answers = BufReader::new(asker.try_clone().unwrap());
+    asker.write_all(b"GET /stacks HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let stacks: usize = read_reply(&mut answers, false).text().parse().unwrap();
+    assert!(stacks < 100, "{stacks} stacks held for 200 quiet connections");
+    for (i, (writer, reader)) in quiet.iter_mut().enumerate().rev() {
+        writer.write_all(format!("GET /{i}/later HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes()).unwrap();
+        assert_eq!(read_reply(reader, false).text(), format!("again /{i}/later"));
+    }
+}
+
+#[test]
 fn a_connection_that_never_sends_is_closed_without_an_answer() {
     let server = Running::with(Server::builder().workers(1).header_timeout(Duration::from_millis(200)), echo());
     assert_eq!(read_all(&mut server.connect()), "");

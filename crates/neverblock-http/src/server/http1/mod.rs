@@ -17,9 +17,9 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant, SystemTime};
 
-use neverblock::runtime::TaskActivity;
+use neverblock::runtime::{TaskActivity, TaskBuilder};
 
-use super::connection::Connection;
+use super::connection::{Connection, Serving};
 use super::exchange::Exchange;
 use super::naming::Answering;
 use super::panics::{catch, panic_message};
@@ -69,54 +69,114 @@ struct Addresses<'c> {
     tls: Option<&'c TlsInfo>,
 }
 
+/// One HTTP/1 connection between requests: what its fiber works on, and all a connection gone
+/// quiet keeps while it waits, fiberless, for the client to speak again.
+struct Http1 {
+    conn: BufferedConn<Socket>,
+    connection: Connection,
+    server_loop: Rc<ServerLoop>,
+    /// Counts the connection as served in HTTP/1 until it ends.
+    _serving: Serving,
+}
+
+/// How the next request head is waited for.
+#[derive(Clone, Copy, Debug)]
+enum HeadWait {
+    /// The connection's first: whole within the header timeout of now.
+    First,
+    /// Between requests: its first byte within the keep-alive timeout (and what the connection
+    /// holds for requests given back after [`IDLE_RELEASE`] of it).
+    Kept,
+    /// Between requests, after the release: the keep-alive timeout runs out `by`; idle `since`.
+    Released { since: Instant, by: Instant },
+}
+
 /// Serves the connection (its TLS handshake made, on an HTTPS listener) until it closes, the
 /// client asks to close it, or the server stops.
 pub(super) fn serve(
     timed: TimedStream,
     session: Option<Box<TlsSession>>,
     connection: Connection,
+    serving: Serving,
     server_loop: &Rc<ServerLoop>,
 ) {
-    let Connection { peer, local, tls: tls_info, registered } = connection;
-    let socket = Socket::new(timed, session);
+    let conn = BufferedConn::new(Socket::new(timed, session));
+    let http1 = Http1 { conn, connection, server_loop: server_loop.clone(), _serving: serving };
+    serve_from(http1, HeadWait::First);
+}
+
+/// Serves requests on this fiber from the wait `wait` on. A cleartext connection that goes quiet
+/// for [`IDLE_RELEASE`] ends this fiber's part: a task with no fiber takes the connection over
+/// until the client sends again (or its keep-alive timeout ends), then serves it on from there.
+fn serve_from(mut http1: Http1, mut wait: HeadWait) {
+    let socket = http1.conn.get_ref().clone();
     let _close_notify = CloseNotify(&socket);
-    let mut conn = BufferedConn::new(socket.clone());
+    loop {
+        let Some((since, by)) = serve_until_quiet(&mut http1, wait) else { return };
+        wait = HeadWait::Released { since, by };
+        if socket.can_wait_fiberless() {
+            return wait_fiberless(http1, since, by);
+        }
+    }
+}
+
+/// Hands the quiet connection to a task that starts when the client sends (or at `by`, its
+/// keep-alive deadline) and serves on.
+fn wait_fiberless(http1: Http1, since: Instant, by: Instant) {
+    let waiting = TaskBuilder::new().when_readable(http1.conn.get_ref().stream(), Some(by));
+    let spawned = waiting.try_spawn(move || serve_from(http1, HeadWait::Released { since, by }));
+    if let Err(e) = spawned {
+        log::error!("a quiet connection closed: no task to wait for it: {e}");
+    }
+}
+
+/// Serves requests until the connection ends (`None`), or has waited [`IDLE_RELEASE`] for a next
+/// one and given back what it held for them: then when it went idle and when its keep-alive
+/// timeout ends.
+fn serve_until_quiet(http1: &mut Http1, mut wait: HeadWait) -> Option<(Instant, Instant)> {
+    let Http1 { conn, connection, server_loop, .. } = http1;
+    let Connection { peer, local, tls: tls_info, registered } = &*connection;
+    let socket = conn.get_ref().clone();
     let mut head = Head::default();
     let timeouts = server_loop.config.timeouts;
-    let mut first = true;
-    let addresses = Addresses { peer, local, tls: tls_info.as_ref() };
+    let addresses = Addresses { peer: *peer, local: *local, tls: tls_info.as_ref() };
     let activity = TaskActivity::current().expect("a connection is served on a fiber of its loop");
     loop {
         if server_loop.registry.is_idle_closed() {
-            return;
+            return None;
         }
         let now = super::timed::now();
+        if matches!(wait, HeadWait::Kept) && conn.has_buffered() {
+            wait = HeadWait::First; // pipelined: the next head is there, whole within the header timeout
+        }
+        let first_byte_by = |by| WaitLimit::FirstByte { by, then: timeouts.header };
         // A kept-alive connection between requests waits for the next one's first byte; once it
         // has waited `IDLE_RELEASE`, it gives back what it holds for requests and waits on.
-        let between_requests = !first && !conn.has_buffered();
-        let release = between_requests && timeouts.keep_alive > IDLE_RELEASE;
-        let first_byte_by = |by| WaitLimit::FirstByte { by, then: timeouts.header };
-        socket.set_read_limit(match (between_requests, release) {
-            (false, _) => WaitLimit::Until(now + timeouts.header),
-            (true, true) => first_byte_by(now + IDLE_RELEASE),
-            (true, false) => first_byte_by(now + timeouts.keep_alive),
-        });
-        registered.set_idle_since(Some(now));
-        let read = match read_request_head(&mut conn, &server_loop.config.limits, &mut head) {
-            Err(HeadError::Io { error, partial: false }) if release && error.kind() == std::io::ErrorKind::TimedOut => {
-                release_while_idle(&mut conn, &mut head);
-                socket.set_read_limit(first_byte_by(now + timeouts.keep_alive));
-                // The read allocates its buffer first: wait for the client without one.
-                socket.wait_for_data();
-                read_request_head(&mut conn, &server_loop.config.limits, &mut head)
-            }
-            read => read,
+        let (limit, idle_since, release) = match wait {
+            HeadWait::First => (WaitLimit::Until(now + timeouts.header), now, false),
+            HeadWait::Kept if timeouts.keep_alive > IDLE_RELEASE => (first_byte_by(now + IDLE_RELEASE), now, true),
+            HeadWait::Kept => (first_byte_by(now + timeouts.keep_alive), now, false),
+            HeadWait::Released { since, by } => (first_byte_by(by), since, false),
         };
+        socket.set_read_limit(limit);
+        registered.set_idle_since(Some(idle_since));
+        let read = read_request_head(conn, &server_loop.config.limits, &mut head);
+        if release {
+            if let Err(HeadError::Io { error, partial: false }) = &read {
+                if error.kind() == std::io::ErrorKind::TimedOut {
+                    release_while_idle(conn, &mut head);
+                    return Some((now, now + timeouts.keep_alive));
+                }
+            }
+        }
         registered.set_idle_since(None);
         let version = match read {
             Ok(version) => version,
-            Err(HeadError::Closed) => return,
-            Err(HeadError::NotHttp) => return log::debug!("{peer}: not HTTP; closed unanswered"),
+            Err(HeadError::Closed) => return None,
+            Err(HeadError::NotHttp) => {
+                log::debug!("{peer}: not HTTP; closed unanswered");
+                return None;
+            }
             Err(HeadError::Io { error, partial }) => {
                 log::debug!("{peer}: reading a request head: {error}");
                 if partial && error.kind() == std::io::ErrorKind::TimedOut {
@@ -125,33 +185,38 @@ pub(super) fn serve(
                     let refusal = Refusal { status: 408, why: why.into() };
                     refuse(server_loop, &socket, &refusal, Received::Line(None), addresses);
                 }
-                return;
+                return None;
             }
             Err(HeadError::Refused(refusal)) => {
                 count_request(server_loop);
                 let line = request_line(conn.buffered(), refusal.status);
-                return refuse(server_loop, &socket, &refusal, Received::Line(line), addresses);
+                refuse(server_loop, &socket, &refusal, Received::Line(line), addresses);
+                return None;
             }
         };
         count_request(server_loop);
         let message = match check_request(&head, version, &server_loop.config.limits) {
             Ok(message) => message,
-            Err(refusal) => return refuse(server_loop, &socket, &refusal, Received::Head(&head), addresses),
+            Err(refusal) => {
+                refuse(server_loop, &socket, &refusal, Received::Head(&head), addresses);
+                return None;
+            }
         };
         let answering = Answering::start(&activity, head.method(), head.target());
-        let answered = answer(server_loop, &mut conn, &head, &message, addresses);
+        let answered = answer(server_loop, conn, &head, &message, addresses);
         drop(answering);
         if !answered {
-            return;
+            return None;
         }
-        first = false;
+        wait = HeadWait::Kept;
     }
 }
 
 /// Gives back what a kept-alive connection holds for its requests, once it has waited
 /// [`IDLE_RELEASE`] for the next: the read and write buffers, the last head's, and the pages of the
-/// fiber's stack below this frame (touched by the last request's handler). A connection that only
-/// paused gets them back at its next request, for an allocation and a page fault or two.
+/// fiber's stack below this frame (touched by the last request's handler; a TLS connection waits
+/// on this fiber). A connection that only paused gets them back at its next request, for an
+/// allocation and a page fault or two.
 fn release_while_idle(conn: &mut BufferedConn<Socket>, head: &mut Head) {
     conn.release_buffer();
     conn.get_ref().release_queue();

@@ -86,14 +86,10 @@ impl Socket {
         result
     }
 
-    /// Waits, under the read limit, until the client sends something, without a buffer to read it
-    /// into, so that a connection long idle holds none while it waits. Over TLS it returns at once:
-    /// the session may hold what was sent already.
-    pub(super) fn wait_for_data(&self) {
-        if self.inner.tls.is_none() && self.flush_queued().is_ok() {
-            // What the peek found, or its failure, the read that follows finds too.
-            let _ = self.inner.timed.wait_for_byte();
-        }
+    /// Whether the connection is cleartext with nothing queued to write: a task with no fiber can
+    /// wait for its client, the kernel holding all there is to read.
+    pub(super) fn can_wait_fiberless(&self) -> bool {
+        self.inner.tls.is_none() && self.inner.pending.borrow().is_empty()
     }
 
     /// Lets go of the write buffer's allocation while nothing is queued (a connection long idle).
