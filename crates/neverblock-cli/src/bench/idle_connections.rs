@@ -5,8 +5,8 @@
 //! connection, and the active connections' requests/s and latencies with the
 //! idle ones held. The memory is read once the last idle connection has been
 //! silent for `SETTLE`: what an idle connection holds, not what answering it left
-//! (neverblock's server gives back a connection's buffers and the deep pages of its
-//! fiber's stack after a second of silence). A server whose idle connections cost a timer insert and
+//! (neverblock's server gives back a connection's buffers, and in cleartext its
+//! fiber, after a second of silence). A server whose idle connections cost a timer insert and
 //! cancel per read, or a wasted `recv` per request, shows it here.
 //!
 //! The same rows for Go net/http (`--peers`), and for another build's

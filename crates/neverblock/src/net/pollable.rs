@@ -18,9 +18,10 @@ use crate::runtime::registration::{Direction, Interest};
 ///
 /// ```
 /// use std::io::{Read, Write};
-/// use neverblock::net::{Pollable, UnixStream};
+/// use neverblock::net::UnixStream;
 /// use neverblock::runtime::TaskBuilder;
 ///
+/// // A UnixStream is Pollable: the reader starts once the first bytes (or the end) arrive.
 /// fn start_reader(socket: UnixStream) -> neverblock::runtime::JoinHandle<Vec<u8>> {
 ///     TaskBuilder::new().when_readable(&socket, None).spawn(move || {
 ///         let mut got = Vec::new();
@@ -36,7 +37,6 @@ use crate::runtime::registration::{Direction, Interest};
 ///     drop(b);
 ///     assert_eq!(reader.join().unwrap(), b"late");
 /// });
-/// # fn _bound(_: &impl Pollable) {}
 /// ```
 pub trait Pollable: sealed::Sealed {}
 

@@ -8,6 +8,10 @@
 //! first byte and the header timeout from it. A request whose body the handler left unread is
 //! drained (up to 256 KiB) after the response, or the connection closes. A handler that panics
 //! gets its request a 500 and its connection closed; the panic goes no further.
+//!
+//! A kept-alive connection that waits a second for its next request gives back its buffers. In
+//! cleartext its fiber then ends: the connection's state moves into a task that holds no fiber
+//! until the client's next byte (or the keep-alive deadline) starts it, and serves on from there.
 
 mod body;
 mod socket;
@@ -42,7 +46,7 @@ use write::{linger, Context, Sent};
 pub(super) const DRAIN_LIMIT: u64 = 256 * 1024;
 
 /// How long a kept-alive connection waits for its next request before it gives back its buffers
-/// and the deep pages of its stack (see [`release_while_idle`]): long enough that a client's
+/// and its fiber (see [`release_while_idle`], [`wait_fiberless`]): long enough that a client's
 /// pause between requests rarely reaches it, short next to keep-alive timeouts.
 const IDLE_RELEASE: Duration = Duration::from_secs(1);
 
