@@ -6,7 +6,8 @@
 //! idle ones held. The memory is read once the last idle connection has been
 //! silent for `SETTLE`: what an idle connection holds, not what answering it left
 //! (neverblock's server gives back a connection's buffers, and in cleartext its
-//! fiber, after a second of silence). A server whose idle connections cost a timer insert and
+//! fiber, after a second of silence; its loop lets go of worker fibers left idle
+//! and unused for a whole second, looking once a second). A server whose idle connections cost a timer insert and
 //! cancel per read, or a wasted `recv` per request, shows it here.
 //!
 //! The same rows for Go net/http (`--peers`), and for another build's
@@ -27,8 +28,9 @@ use super::servers::{self, ServerChild};
 use super::{peers, report, Common, Row};
 use crate::load::{self, Load};
 
-/// How long the idle connections are left silent before the server's memory is read.
-const SETTLE: Duration = Duration::from_millis(1500);
+/// How long the idle connections are left silent before the server's memory is read: a second
+/// for each to give back what it held, two for the workers that served them to be let go.
+const SETTLE: Duration = Duration::from_millis(3500);
 
 /// Options of `bench idle-connections`.
 #[derive(Args, Debug)]

@@ -83,9 +83,10 @@ fn a_connection_idle_past_a_second_is_answered_again_and_closed_at_its_keep_aliv
 
 #[test]
 fn quiet_connections_hold_no_fiber_and_are_answered_when_they_speak_again() {
-    // Two hundred kept-alive connections silent past the release second: their fibers end (the
-    // loop keeps at most 64 idle workers), so the loop holds fewer stacks than connections. Each
-    // is answered again when it speaks, by a task its readiness started.
+    // Two hundred kept-alive connections silent past the release second: their tasks end, and
+    // once their workers have sat unused a whole second the loop lets go of all but 64, so it
+    // holds fewer stacks than connections. Each is answered again when it speaks, by a task its
+    // readiness started.
     let handler = |request: &mut Request<'_>| match request.target() {
         "/stacks" => Response::new(200).body(neverblock::fiber::stack_stats().live.to_string()),
         target => Response::new(200).body(format!("again {target}")),
@@ -101,7 +102,7 @@ fn quiet_connections_hold_no_fiber_and_are_answered_when_they_speak_again() {
         })
         .collect();
     #[allow(clippy::disallowed_methods)] // the client, on the test's own thread
-    std::thread::sleep(Duration::from_millis(1500));
+    std::thread::sleep(Duration::from_millis(3500));
     let mut asker = server.connect();
     let mut answers = BufReader::new(asker.try_clone().unwrap());
     asker.write_all(b"GET /stacks HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();

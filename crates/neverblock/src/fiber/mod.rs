@@ -116,7 +116,7 @@ pub(crate) use interrupt::{clear_killed, kill_running, mark_killed_upward};
 pub use local::FiberLocal;
 pub(crate) use local::{inherited_now, reset_current as reset_locals, Inherited};
 pub use stack::{set_stack_limit, stack_stats, StackError, StackStats, DEFAULT_STACK_SIZE};
-pub(crate) use switch::{is_drop_unwind, is_kill_unwind, unwinding_a_dropped_fiber};
+pub(crate) use switch::{is_drop_unwind, is_kill_unwind, retire_stack, unwinding_a_dropped_fiber};
 
 use crate::sys::overflow::StackUse;
 use switch::FiberInner;

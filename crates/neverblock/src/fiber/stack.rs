@@ -4,10 +4,11 @@
 //! Slots are carved from *chunks*, mappings that double in size (16 slots, then
 //! 32, … up to 1024), so a million stacks cost about a thousand mappings. A freed
 //! stack goes on its thread's free list and the next fiber reuses it: after
-//! warm-up, creating a fiber maps no memory and makes no system call. A pool keeps
-//! the pages of its most recently freed [`WARM_STACKS`] stacks; one freed beyond
-//! them gives its pages back to the kernel (one `madvise`), so the end of a burst
-//! of ten thousand fibers leaves their address space, not their memory.
+//! warm-up, creating a fiber maps no memory and makes no system call. A stack
+//! marked [`retire`](PooledStack::retire) (a runtime's worker idle for long) gives
+//! its pages back to the kernel when freed (one `madvise`) and is reused after the
+//! warm ones, so a loop that once ran ten thousand tasks keeps their address
+//! space, not their memory.
 //!
 //! Guard pages are made one of two ways, chosen once per process:
 //!
@@ -36,8 +37,6 @@ pub const DEFAULT_STACK_SIZE: usize = 128 * 1024;
 
 const FIRST_CHUNK_SLOTS: usize = 16;
 const MAX_CHUNK_SLOTS: usize = 1024;
-/// Freed stacks a pool keeps with their pages resident, for the next fibers to start on warm.
-const WARM_STACKS: usize = 64;
 /// Mappings left for everything else in the process (libraries, malloc, threads).
 const MAP_COUNT_RESERVE: usize = 1024;
 
@@ -125,7 +124,7 @@ pub fn set_stack_limit(limit: Option<usize>) {
 pub struct StackStats {
     /// Stacks in use by fibers.
     pub live: usize,
-    /// Stacks carved and waiting on the free list (their pages given back beyond the warmest 64).
+    /// Stacks carved and waiting on the free list (with their pages, or given back when retired).
     pub free: usize,
     /// Chunks mapped (kernel mappings, not counting guard splits).
     pub chunks: usize,
@@ -193,7 +192,7 @@ pub(crate) fn allocate(size: usize, guard: GuardKind, used: StackUse) -> Result<
         pool
     });
     let low = pool.take()?;
-    Ok(PooledStack { low, high: low + page + size, pool })
+    Ok(PooledStack { low, high: low + page + size, pool, retired: false })
 }
 
 /// Room left below the frame of [`trim_below_here`] for the call that discards: its own frames.
@@ -246,6 +245,8 @@ pub(crate) struct PooledStack {
     low: usize,
     high: usize,
     pool: Rc<Pool>,
+    /// Give the pages back to the kernel when freed (see [`retire`](PooledStack::retire)).
+    retired: bool,
 }
 
 impl fmt::Debug for PooledStack {
@@ -255,6 +256,12 @@ impl fmt::Debug for PooledStack {
 }
 
 impl PooledStack {
+    /// Marks the stack to give its pages back to the kernel when it is freed, rather than wait
+    /// warm for the next fiber: its fiber is one a runtime let go after it sat idle.
+    pub(crate) fn retire(&mut self) {
+        self.retired = true;
+    }
+
     /// The high end of the stack (stacks grow down from here), page aligned.
     pub(crate) fn base(&self) -> usize {
         self.high
@@ -270,7 +277,7 @@ impl Drop for PooledStack {
     fn drop(&mut self) {
         let mut state = self.pool.state.borrow_mut();
         state.live -= 1;
-        if state.free.len() < WARM_STACKS {
+        if !self.retired {
             return state.free.push(self.low);
         }
         let (limit, len) = (self.limit(), self.pool.size);
@@ -296,10 +303,9 @@ struct Pool {
 
 #[derive(Default)]
 struct PoolState {
-    /// Slots ready for reuse with their pages, most recently freed last (reused first: its pages
-    /// are warm); at most [`WARM_STACKS`].
+    /// Slots ready for reuse, most recently freed last (reused first: its pages are warm).
     free: Vec<usize>,
-    /// Slots ready for reuse whose pages were given back, reused once `free` is empty.
+    /// Slots of retired stacks, whose pages were given back: reused once `free` is empty.
     cold: Vec<usize>,
     chunks: Vec<Chunk>,
     /// The next uncarved slot of the newest chunk, and that chunk's end.
@@ -444,30 +450,27 @@ mod tests {
     }
 
     #[test]
-    fn stacks_freed_beyond_the_warm_ones_give_their_pages_back_and_are_reused_last() {
-        let n = WARM_STACKS + 6;
-        let fibers: Vec<Fiber<(usize, usize)>> = (0..n)
-            .map(|_| {
-                Fiber::new(|(depth, _): (usize, usize)| {
-                    let bounds = switch::current_stack_bounds().expect("on a fiber");
-                    let deep = deep(u8::try_from(depth).unwrap());
-                    super::super::yield_now(bounds).unwrap();
-                    (usize::from(deep), 0)
-                })
-                .unwrap()
+    fn a_retired_stack_gives_its_pages_back_when_freed_and_is_reused_after_the_warm_ones() {
+        let fiber = |retire: bool| {
+            Fiber::new(move |depth: usize| {
+                let bounds = switch::current_stack_bounds().expect("on a fiber");
+                deep(u8::try_from(depth).unwrap());
+                if retire {
+                    switch::retire_stack();
+                }
+                bounds.0
             })
-            .collect();
-        let bounds: Vec<(usize, usize)> = fibers.iter().map(|fiber| fiber.resume((1, 0)).unwrap()).collect();
-        for fiber in &fibers {
-            assert_eq!(fiber.resume((0, 0)).unwrap(), (1, 0));
-        }
-        drop(fibers);
-        let resident: Vec<usize> = bounds.iter().map(|&(limit, base)| resident_pages(limit, base)).collect();
-        assert!(resident[..WARM_STACKS].iter().all(|&pages| pages >= 8), "the warm ones kept theirs: {resident:?}");
-        assert!(resident[WARM_STACKS..].iter().all(|&pages| pages == 0), "the rest gave them back: {resident:?}");
-        let next = Fiber::new(|_: (usize, usize)| switch::current_stack_bounds().expect("on a fiber")).unwrap();
-        let reused = next.resume((0, 0)).unwrap();
-        assert_eq!(reused, bounds[WARM_STACKS - 1], "a warm stack, the last one freed warm, is reused first");
+            .unwrap()
+        };
+        let (warm, retired) = (fiber(false), fiber(true));
+        let warm_low = warm.resume(1).unwrap();
+        let retired_low = retired.resume(1).unwrap();
+        let size = DEFAULT_STACK_SIZE;
+        assert!(resident_pages(warm_low, warm_low + size) >= 8, "a freed stack keeps its pages");
+        assert_eq!(resident_pages(retired_low, retired_low + size), 0, "a retired one gave them back");
+        let fresh: Vec<Fiber<usize>> = (0..2).map(|_| fiber(false)).collect();
+        let lows: Vec<usize> = fresh.iter().map(|f| f.resume(0).unwrap()).collect();
+        assert_eq!(lows, [warm_low, retired_low], "the warm stack is reused first");
     }
 
     #[test]

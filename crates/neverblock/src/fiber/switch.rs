@@ -192,6 +192,18 @@ impl Drop for FiberInner {
     }
 }
 
+/// Marks the running fiber's stack to give its pages back to the kernel once the fiber is gone
+/// (nothing on a thread's own stack).
+pub(crate) fn retire_stack() {
+    with_current(|me| {
+        let mut stack = me.stack.take();
+        if let Some(stack) = &mut stack {
+            stack.retire();
+        }
+        me.stack.set(stack);
+    });
+}
+
 /// The running fiber's usable stack, its low end and its base; `None` on a thread's own stack.
 pub(crate) fn current_stack_bounds() -> Option<(usize, usize)> {
     with_current(|me| {

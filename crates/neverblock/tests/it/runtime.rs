@@ -224,7 +224,7 @@ fn a_task_waiting_to_start_when_readable_can_be_cancelled_and_drops_its_socket()
 }
 
 #[test]
-fn a_burst_of_tasks_leaves_only_the_kept_idle_workers_holding_stacks() {
+fn a_burst_of_tasks_leaves_only_the_kept_idle_workers_holding_stacks_once_they_sit_unused() {
     run(|| {
         let before = stack_stats().live;
         let gate = Rc::new(neverblock::sync::Notify::new());
@@ -240,6 +240,9 @@ fn a_burst_of_tasks_leaves_only_the_kept_idle_workers_holding_stacks() {
         for task in tasks {
             task.join().unwrap().unwrap();
         }
+        assert!(stack_stats().live >= before + 1000, "their workers wait, warm, for the next burst");
+        // Unused for a whole period of a second, the idle workers beyond the 64 kept are let go.
+        sleep(Duration::from_millis(2500));
         let after = stack_stats();
         assert!(after.live <= before + 64, "idle workers kept: {} (from {before})", after.live);
         assert!(after.free >= 1000 - 64, "the others' stacks went back to the pool: {after:?}");

@@ -38,10 +38,14 @@ use turns::Turns;
 /// Task switches between two polls for timers and I/O while tasks are runnable (tokio's figure).
 const POLL_EVERY: u32 = 61;
 
-/// Idle worker fibers a loop keeps for its next tasks, of its runtime's stack size and of other
-/// sizes each (Go keeps 64 free goroutines a processor): a worker whose task ends beyond them
-/// finishes, and its stack goes back to the stack pool, which gives its pages back to the kernel.
+/// Idle worker fibers a loop keeps however long they sit unused, of its runtime's stack size and
+/// of other sizes each (Go keeps 64 free goroutines a processor).
 const IDLE_WORKERS_KEPT: usize = 64;
+/// How often a loop about to wait lets go of the idle workers beyond [`IDLE_WORKERS_KEPT`] that sat
+/// unused since it last looked: each finishes, and its stack's pages go back to the kernel. A
+/// burst of ten thousand tasks leaves that much memory for one to two periods, not for good, and
+/// bursts that come back within a period find their workers warm.
+const RETIRE_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// How a task ended.
 pub(crate) enum Outcome {
@@ -62,6 +66,13 @@ pub(crate) struct Scheduler {
     idle_workers: RefCell<Vec<Fiber<()>>>,
     /// Worker fibers between tasks with stacks of other sizes than `stack_size`.
     idle_sized_workers: RefCell<Vec<(usize, Fiber<()>)>>,
+    /// The fewest idle workers of each list since the last look for unused ones: those below it,
+    /// the least recently used, sat unused all that time.
+    idle_low_water: [Cell<usize>; 2],
+    /// When the loop next looks for unused idle workers (see [`RETIRE_EVERY`]).
+    next_retire: Cell<Option<std::time::Instant>>,
+    /// Set while the root switches to an idle worker to let it go: it finishes instead of waiting.
+    retiring: Cell<bool>,
     /// The usable stack of a task's worker fiber, unless the task asks for another.
     stack_size: usize,
     current: Cell<Option<u64>>,
@@ -126,6 +137,9 @@ impl Scheduler {
             tasks: RefCell::new(Tasks::default()),
             idle_workers: RefCell::new(Vec::new()),
             idle_sized_workers: RefCell::new(Vec::new()),
+            idle_low_water: [Cell::new(0), Cell::new(0)],
+            next_retire: Cell::new(None),
+            retiring: Cell::new(false),
             stack_size,
             current: Cell::new(None),
             next_seq: Cell::new(1),
@@ -302,10 +316,15 @@ impl Scheduler {
     /// An idle worker fiber with a stack of `size` usable bytes, or a new one.
     fn worker(&self, size: usize) -> Result<Fiber<()>, StackError> {
         let idle = if size == self.stack_size {
-            self.idle_workers.borrow_mut().pop()
+            let mut idle = self.idle_workers.borrow_mut();
+            let worker = idle.pop();
+            lower(&self.idle_low_water[0], idle.len());
+            worker
         } else {
             let mut sized = self.idle_sized_workers.borrow_mut();
-            sized.iter().rposition(|(s, _)| *s == size).map(|i| sized.swap_remove(i).1)
+            let worker = sized.iter().rposition(|(s, _)| *s == size).map(|i| sized.remove(i).1);
+            lower(&self.idle_low_water[1], sized.len());
+            worker
         };
         match idle {
             Some(worker) => Ok(worker),
@@ -316,23 +335,49 @@ impl Scheduler {
         }
     }
 
-    /// Keeps a worker fiber whose task ended, with a stack of `size` usable bytes, for the next;
-    /// returns false (keeping nothing) when [`IDLE_WORKERS_KEPT`] wait already.
-    fn idle(&self, worker: Fiber<()>, size: usize) -> bool {
+    /// Keeps a worker fiber whose task ended, with a stack of `size` usable bytes, for the next.
+    fn idle(&self, worker: Fiber<()>, size: usize) {
         if size == self.stack_size {
-            let mut idle = self.idle_workers.borrow_mut();
-            if idle.len() >= IDLE_WORKERS_KEPT {
-                return false;
-            }
-            idle.push(worker);
+            self.idle_workers.borrow_mut().push(worker);
         } else {
-            let mut sized = self.idle_sized_workers.borrow_mut();
-            if sized.len() >= IDLE_WORKERS_KEPT {
-                return false;
-            }
-            sized.push((size, worker));
+            self.idle_sized_workers.borrow_mut().push((size, worker));
         }
-        true
+    }
+
+    /// How long an idle loop may wait before it next looks for unused idle workers: until the
+    /// next look while more than [`IDLE_WORKERS_KEPT`] wait, else for ever (`None`).
+    fn next_retirement_in(&self) -> Option<std::time::Duration> {
+        let excess = self.idle_workers.borrow().len() > IDLE_WORKERS_KEPT
+            || self.idle_sized_workers.borrow().len() > IDLE_WORKERS_KEPT;
+        let next = self.next_retire.get().filter(|_| excess)?;
+        Some(next.saturating_duration_since(self.turns.started_at()))
+    }
+
+    /// From the root, about to wait: once every [`RETIRE_EVERY`], lets go of the idle workers
+    /// beyond [`IDLE_WORKERS_KEPT`] that sat unused since the last time. Each is switched to and
+    /// finishes, its stack marked to give its pages back.
+    fn retire_unused_workers(&self) {
+        let now = self.turns.started_at();
+        if self.next_retire.get().is_some_and(|next| now < next) {
+            return;
+        }
+        self.next_retire.set(Some(now + RETIRE_EVERY));
+        let mut retired = Vec::new();
+        {
+            let mut idle = self.idle_workers.borrow_mut();
+            let unused = unused_beyond_kept(&self.idle_low_water[0], idle.len());
+            retired.extend(idle.drain(..unused));
+            let mut sized = self.idle_sized_workers.borrow_mut();
+            let unused = unused_beyond_kept(&self.idle_low_water[1], sized.len());
+            retired.extend(sized.drain(..unused).map(|(_, worker)| worker));
+        }
+        for worker in retired {
+            self.retiring.set(true);
+            if let Err(e) = worker.switch_to() {
+                log::error!("an idle worker could not be let go: {e}");
+            }
+        }
+        self.retiring.set(false);
     }
 
     /// Makes a parked task runnable, if `turn` is its current park's (which the
@@ -350,6 +395,19 @@ impl Scheduler {
     pub(crate) fn remote_handle(&self) -> super::remote::RemoteHandle {
         self.remote.handle()
     }
+}
+
+/// Notes `len` idle workers in a list whose low-water mark is `low`.
+fn lower(low: &Cell<usize>, len: usize) {
+    low.set(low.get().min(len));
+}
+
+/// How many of a list of `len` idle workers, the least recently used first, sat unused since its
+/// low-water mark `low` was last reset, beyond those kept; resets the mark to what stays.
+fn unused_beyond_kept(low: &Cell<usize>, len: usize) -> usize {
+    let unused = low.get().min(len).saturating_sub(IDLE_WORKERS_KEPT);
+    low.set(len - unused);
+    unused
 }
 
 /// The body of every worker fiber: runs the task it was switched to for, then
@@ -382,12 +440,14 @@ fn work(stack_size: usize) {
         // The value or payload is the joiner's now; an idle worker keeps nothing of it.
         drop(body);
         if !s.start_next_here(stack_size) {
-            if !s.idle(Fiber::current(), stack_size) {
-                // Enough workers wait: this one finishes, which hands control to the root.
-                s.current.set(None);
+            s.idle(Fiber::current(), stack_size);
+            s.dispatch();
+            if s.retiring.replace(false) {
+                // Let go after sitting idle (see `retire_unused_workers`): finishing hands control
+                // back to the root, which switched here, and the stack's pages go back to the kernel.
+                fiber::retire_stack();
                 return;
             }
-            s.dispatch();
         }
     }
 }

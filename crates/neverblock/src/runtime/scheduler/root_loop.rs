@@ -42,14 +42,9 @@ impl Scheduler {
     fn run_turns(&self, main: u64) -> io::Result<()> {
         loop {
             self.switches.set(0);
-            // A switch comes back when nothing is runnable, the loop is due to poll, or a worker
-            // fiber beyond those kept idle has finished (then the tasks run on).
-            while let Some(next) = self.next_fiber() {
+            if let Some(next) = self.next_fiber() {
                 if let Err(e) = next.switch_to() {
                     return Err(io::Error::other(format!("a task could not be continued: {e}")));
-                }
-                if self.current.get().is_some() {
-                    break;
                 }
             }
             self.turns.beacon().running(0);
@@ -75,10 +70,13 @@ impl Scheduler {
             // While tasks are runnable and nobody waits for an fd or has handed in
             // work, only the due timers are looked at: no system call.
             let found = if idle || self.reactor.has_fd_waiters() || self.remote.has_work() {
+                if idle {
+                    self.retire_unused_workers();
+                }
                 let timeout = match (idle, stalled) {
                     (false, _) => Some(Duration::ZERO),
                     (true, true) => Some(STALLED_RECHECK),
-                    (true, false) => None,
+                    (true, false) => self.next_retirement_in(),
                 };
                 if idle {
                     // The turn ends before the wait: a loop's time waiting is no part of a turn.
