@@ -116,7 +116,7 @@ pub(crate) use interrupt::{clear_killed, kill_running, mark_killed_upward};
 pub use local::FiberLocal;
 pub(crate) use local::{inherited_now, reset_current as reset_locals, Inherited};
 pub use stack::{set_stack_limit, stack_stats, StackError, StackStats, DEFAULT_STACK_SIZE};
-pub(crate) use switch::{is_drop_unwind, is_kill_unwind, retire_stack, unwinding_a_dropped_fiber};
+pub(crate) use switch::{is_drop_unwind, is_kill_unwind, unwinding_a_dropped_fiber};
 
 use crate::sys::overflow::StackUse;
 use switch::FiberInner;
@@ -458,6 +458,17 @@ impl Fiber<()> {
     #[inline(always)]
     pub(crate) fn switch_to(self) -> Result<(), FiberError> {
         switch::switch_to(self.inner)
+    }
+
+    /// Marks this fiber's stack to give its pages back to the kernel once the fiber is gone (a
+    /// runtime's worker let go after sitting idle), rather than wait warm in the pool.
+    pub(crate) fn retire_stack(&self) {
+        switch::retire_stack(&self.inner);
+    }
+
+    /// Whether a fiber that finished now, resumed by none, would hand control to this one.
+    pub(crate) fn is_where_finished_fibers_return(&self) -> bool {
+        switch::finishes_into(&self.inner)
     }
 }
 

@@ -281,8 +281,8 @@ impl Drop for PooledStack {
             return state.free.push(self.low);
         }
         let (limit, len) = (self.limit(), self.pool.size);
-        // SAFETY: the stack's fiber has finished or was unwound, or never ran: no frame is left
-        // on it, and the next fiber to take it writes its first frame before reading anything.
+        // SAFETY: the stack's fiber has finished or was unwound, or never ran: no frame on it will
+        // run again, and the next fiber to take it writes its first frame before reading anything.
         if unsafe { memory::discard(limit, len) }.is_ok() {
             state.cold.push(self.low);
         } else {
@@ -456,7 +456,7 @@ mod tests {
                 let bounds = switch::current_stack_bounds().expect("on a fiber");
                 deep(u8::try_from(depth).unwrap());
                 if retire {
-                    switch::retire_stack();
+                    switch::with_current(switch::retire_stack);
                 }
                 bounds.0
             })

@@ -192,16 +192,19 @@ impl Drop for FiberInner {
     }
 }
 
-/// Marks the running fiber's stack to give its pages back to the kernel once the fiber is gone
-/// (nothing on a thread's own stack).
-pub(crate) fn retire_stack() {
-    with_current(|me| {
-        let mut stack = me.stack.take();
-        if let Some(stack) = &mut stack {
-            stack.retire();
-        }
-        me.stack.set(stack);
-    });
+/// Marks `fiber`'s stack to give its pages back to the kernel once the fiber is gone.
+pub(crate) fn retire_stack(fiber: &FiberInner) {
+    let mut stack = fiber.stack.take();
+    if let Some(stack) = &mut stack {
+        stack.retire();
+    }
+    fiber.stack.set(stack);
+}
+
+/// Whether a fiber that finished now, not resumed by any, would hand control to `fiber` (the end
+/// of the root's chain of resumes: the root itself unless it resumed a fiber that runs on).
+pub(crate) fn finishes_into(fiber: &FiberInner) -> bool {
+    with_state(|st| std::ptr::eq(Rc::as_ptr(&end_of_root_chain(st)), fiber))
 }
 
 /// The running fiber's usable stack, its low end and its base; `None` on a thread's own stack.

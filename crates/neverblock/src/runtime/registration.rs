@@ -201,9 +201,20 @@ pub(crate) struct Interest {
 
 impl Interest {
     /// Parks the task `turn` names, which has not started, on this interest of `s`'s reactor until
-    /// readiness or `deadline`; returns true when it is ready already (nothing was parked).
-    pub(crate) fn park_unstarted(self, s: &Scheduler, turn: Turn, deadline: Option<Instant>) -> bool {
-        s.reactor().wait(self.token, self.direction, turn, deadline)
+    /// readiness or `deadline`; `None` when it is ready already (nothing was parked).
+    pub(crate) fn park_unstarted(self, s: &Scheduler, turn: Turn, deadline: Option<Instant>) -> Option<StartWait> {
+        (!s.reactor().wait(self.token, self.direction, turn, deadline)).then_some(StartWait(self))
+    }
+}
+
+/// Where a task spawned by `TaskBuilder::when_readable` waits to start: its socket's source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct StartWait(Interest);
+
+impl StartWait {
+    /// Takes back the wait `task` left, if still there (it was cancelled before it started).
+    pub(crate) fn take_back(self, s: &Scheduler, task: u64) {
+        s.reactor().unwait(self.0.token, self.0.direction, task);
     }
 }
 
@@ -290,6 +301,21 @@ mod tests {
 
     fn registered_here() -> usize {
         scheduler::current().expect("inside a runtime").reactor_for_tests().registered()
+    }
+
+    #[test]
+    fn a_task_cancelled_before_its_socket_started_it_leaves_no_wait_behind() {
+        crate::run(|| {
+            let (socket, _peer) = UnixStream::pair().unwrap();
+            let socket = std::rc::Rc::new(socket);
+            let kept = socket.clone();
+            let task = crate::runtime::TaskBuilder::new().when_readable(&*socket, None).spawn(move || drop(kept));
+            let reactor = || scheduler::current().expect("inside a runtime");
+            assert!(reactor().reactor_for_tests().has_fd_waiters(), "the task waits on its socket");
+            task.cancel();
+            assert!(task.join().is_err(), "cancelled before it started");
+            assert!(!reactor().reactor_for_tests().has_fd_waiters(), "and its wait went with it");
+        });
     }
 
     #[test]

@@ -197,7 +197,9 @@ fn a_task_started_when_readable_starts_at_its_deadline_when_nothing_comes() {
             let read = (&quiet).read(&mut [0]);
             (Instant::now(), read.map_err(|e| e.kind()))
         });
-        let (started, read) = task.join().unwrap();
+        // Bounded: a task that never started would leave this join parked for good, and a
+        // socket waited on keeps the loop from reporting a deadlock.
+        let (started, read) = timeout(Duration::from_secs(20), || task.join()).expect("it started").unwrap();
         assert_eq!(read, Err(std::io::ErrorKind::TimedOut), "nothing had come");
         (started, by)
     });
@@ -249,6 +251,26 @@ fn a_burst_of_tasks_leaves_only_the_kept_idle_workers_holding_stacks_once_they_s
         let again: Vec<_> = (0..200).map(|i| spawn(move || i * 2)).collect();
         assert_eq!(again.into_iter().map(|t| t.join().unwrap()).sum::<i32>(), 199 * 200);
     });
+}
+
+#[test]
+fn idle_workers_are_let_go_when_run_is_called_inside_a_fiber_entered_by_transfer() {
+    // There a finishing worker would hand control to the thread's root, not to the loop: the
+    // loop drops the idle workers it lets go instead.
+    let outer = Fiber::new(|_: usize| {
+        run(|| {
+            let before = stack_stats().live;
+            let tasks: Vec<_> = (0..200).map(|i| spawn(move || sleep(Duration::from_millis(1 + i % 2)))).collect();
+            tasks.into_iter().for_each(|task| task.join().unwrap());
+            sleep(Duration::from_millis(2500));
+            let live = stack_stats().live;
+            assert!(live <= before + 64, "idle workers kept: {live} (from {before})");
+            live
+        })
+    })
+    .unwrap();
+    let live = outer.transfer(0).expect("run returned into the fiber, which finished");
+    assert!(live > 0);
 }
 
 #[test]

@@ -38,8 +38,8 @@ use turns::Turns;
 /// Task switches between two polls for timers and I/O while tasks are runnable (tokio's figure).
 const POLL_EVERY: u32 = 61;
 
-/// Idle worker fibers a loop keeps however long they sit unused, of its runtime's stack size and
-/// of other sizes each (Go keeps 64 free goroutines a processor).
+/// Idle worker fibers a loop keeps however long they sit unused: as many of its runtime's stack
+/// size, and as many of all other sizes together (Go keeps 64 free goroutines a processor).
 const IDLE_WORKERS_KEPT: usize = 64;
 /// How often a loop about to wait lets go of the idle workers beyond [`IDLE_WORKERS_KEPT`] that sat
 /// unused since it last looked: each finishes, and its stack's pages go back to the kernel. A
@@ -244,6 +244,9 @@ impl Scheduler {
     fn first_run(&self, id: u64) -> Option<Fiber<()>> {
         let mut tasks = self.tasks.borrow_mut();
         let task = live(&mut tasks.slab, id).expect("the caller found it runnable");
+        if let Wait::Start(wait) = task.waits_on {
+            wait.take_back(self, id); // gone already unless it was cancelled first
+        }
         let outcome = if task.cancelled {
             Outcome::Cancelled // cancelled before it ever ran: it never will
         } else {
@@ -371,10 +374,17 @@ impl Scheduler {
             let unused = unused_beyond_kept(&self.idle_low_water[1], sized.len());
             retired.extend(sized.drain(..unused).map(|(_, worker)| worker));
         }
+        // A worker that finishes hands control to the end of the thread's root chain: the scheduler's
+        // root unless `run` was called inside a fiber entered by `transfer`. There, each is dropped
+        // instead (its unwind comes back here), which costs more.
+        let finish = self.root.is_where_finished_fibers_return();
         for worker in retired {
-            self.retiring.set(true);
-            if let Err(e) = worker.switch_to() {
-                log::error!("an idle worker could not be let go: {e}");
+            worker.retire_stack();
+            if finish {
+                self.retiring.set(true);
+                if let Err(e) = worker.switch_to() {
+                    log::error!("an idle worker could not be let go: {e}");
+                }
             }
         }
         self.retiring.set(false);
@@ -411,7 +421,8 @@ fn unused_beyond_kept(low: &Cell<usize>, len: usize) -> usize {
 }
 
 /// The body of every worker fiber: runs the task it was switched to for, then
-/// the next one it is given, on the same stack, until the worker is dropped.
+/// the next one it is given, on the same stack, until the worker is let go
+/// (it returns) or dropped.
 fn work(stack_size: usize) {
     let s = current().expect("a worker runs inside its runtime");
     loop {
@@ -444,8 +455,7 @@ fn work(stack_size: usize) {
             s.dispatch();
             if s.retiring.replace(false) {
                 // Let go after sitting idle (see `retire_unused_workers`): finishing hands control
-                // back to the root, which switched here, and the stack's pages go back to the kernel.
-                fiber::retire_stack();
+                // back to the root, which switched here; the stack, marked retired, gives its pages back.
                 return;
             }
         }

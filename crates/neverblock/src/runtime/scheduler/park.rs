@@ -11,7 +11,7 @@ use super::Scheduler;
 use crate::fiber;
 use crate::reactor::timer::TimerKey;
 use crate::reactor::{Alarm, Reactor, Turn, Wake};
-use crate::runtime::registration::Direction;
+use crate::runtime::registration::{Direction, StartWait};
 
 /// Why a park returned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,6 +31,8 @@ pub(crate) enum Wait {
     Sleep,
     /// An fd to become readable or writable.
     Fd(Direction),
+    /// Its socket to become readable, to start (`TaskBuilder::when_readable`).
+    Start(StartWait),
     /// The end of another task of this loop.
     Join(u64),
     /// Another loop of the runtime (its index): the end of a task started there
@@ -52,6 +54,7 @@ impl fmt::Display for Wait {
             Wait::Sleep => f.write_str("a timer"),
             Wait::Fd(Direction::Read) => f.write_str("an fd to become readable"),
             Wait::Fd(Direction::Write) => f.write_str("an fd to become writable"),
+            Wait::Start(_) => f.write_str("its socket to become readable, to start"),
             Wait::Join(id) => write!(f, "the end of task {id}"),
             Wait::OtherLoop(index) => write!(f, "an answer from loop {index}"),
             Wait::Sync(primitive) => primitive.fmt(f),

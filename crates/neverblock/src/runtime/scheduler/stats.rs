@@ -99,7 +99,7 @@ impl Parked {
         let counter = match wait {
             Wait::Nothing => return,
             Wait::Sleep => &mut self.sleep,
-            Wait::Fd(_) => &mut self.fd,
+            Wait::Fd(_) | Wait::Start(_) => &mut self.fd,
             Wait::Join(_) => &mut self.join,
             Wait::OtherLoop(_) => &mut self.other_loop,
             Wait::Sync(_) | Wait::Future => &mut self.sync,

@@ -18,7 +18,6 @@ use crate::reactor::timer::TimerKey;
 use crate::reactor::{Alarm, Turn, Wake};
 use crate::runtime::beacon::label_key;
 use crate::runtime::label::Label;
-use crate::runtime::registration::Direction;
 use crate::runtime::task::TaskBody;
 use crate::runtime::task_builder::StartWhenReady;
 
@@ -131,13 +130,13 @@ impl Scheduler {
             }),
         });
         let turn = Turn { task: id, number: FIRST_TURN };
-        match start {
-            Some(start) if !start.interest.park_unstarted(self, turn, start.deadline) => {
+        match start.and_then(|start| start.interest.park_unstarted(self, turn, start.deadline)) {
+            Some(wait) => {
                 let task = &mut tasks.slab[key(id)];
-                task.waits_on = Wait::Fd(Direction::Read);
+                task.waits_on = Wait::Start(wait);
                 task.parked_at = self.turns.started();
             }
-            _ => tasks.queue.push_back(turn),
+            None => tasks.queue.push_back(turn),
         }
         self.live_tasks.store(self.live_tasks.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         id
