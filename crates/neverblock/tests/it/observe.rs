@@ -162,3 +162,17 @@ fn turns_are_counted_and_their_lengths_add_up() {
     assert!(turns.count() >= 5, "a turn at least after each sleep: {turns:?}");
     assert!(turns.sum() < elapsed, "waiting in the poller is no part of a turn: {turns:?}");
 }
+
+#[test]
+fn a_task_that_cannot_get_a_stack_is_logged_though_nobody_joins_it() {
+    warnings();
+    Builder::new().run(|| {
+        let live = neverblock::fiber::stack_stats().live;
+        neverblock::fiber::set_stack_limit(Some(live)); // no stack beyond those in use
+        drop(neverblock::spawn_named("starved-and-detached", || ()));
+        neverblock::sleep(Duration::from_millis(1)); // its turn comes, and it cannot start
+        neverblock::fiber::set_stack_limit(None);
+    });
+    let warning = warning_with(&["could not start", "starved-and-detached"]).expect("a warning names it");
+    assert!(warning.contains("1 task(s)"), "{warning}");
+}

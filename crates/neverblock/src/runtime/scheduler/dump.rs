@@ -45,7 +45,7 @@ impl Scheduler {
 }
 
 /// `task 4294967298 "worker" doing "GET /" (spawned at src/main.rs:10:5)`.
-fn describe(task: &Task) -> String {
+pub(super) fn describe(task: &Task) -> String {
     let mut out = format!("task {}", task.id);
     if let Some(label) = &task.label {
         let _ = label.write(&mut out);

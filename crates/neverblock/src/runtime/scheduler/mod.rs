@@ -11,6 +11,7 @@
 
 mod dump;
 pub(crate) mod lock_waits;
+mod no_stack;
 mod park;
 mod root_loop;
 mod stats;
@@ -73,6 +74,8 @@ pub(crate) struct Scheduler {
     next_retire: Cell<Option<std::time::Instant>>,
     /// Set while the root switches to an idle worker to let it go: it finishes instead of waiting.
     retiring: Cell<bool>,
+    /// Tasks that could not start for want of a stack, logged.
+    no_stack: no_stack::NoStackLog,
     /// The usable stack of a task's worker fiber, unless the task asks for another.
     stack_size: usize,
     current: Cell<Option<u64>>,
@@ -140,6 +143,7 @@ impl Scheduler {
             idle_low_water: [Cell::new(0), Cell::new(0)],
             next_retire: Cell::new(None),
             retiring: Cell::new(false),
+            no_stack: no_stack::NoStackLog::default(),
             stack_size,
             current: Cell::new(None),
             next_seq: Cell::new(1),
@@ -256,7 +260,10 @@ impl Scheduler {
                     self.claim(task, id);
                     return Some(worker);
                 }
-                Err(e) => Outcome::NoStack(e),
+                Err(e) => {
+                    self.no_stack.note(self.turns.started_at(), &e, || dump::describe(task));
+                    Outcome::NoStack(e)
+                }
             }
         };
         let mut task = tasks.slab.remove(key(id));
