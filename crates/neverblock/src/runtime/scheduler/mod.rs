@@ -47,6 +47,9 @@ const IDLE_WORKERS_KEPT: usize = 64;
 /// burst of ten thousand tasks leaves that much memory for one to two periods, not for good, and
 /// bursts that come back within a period find their workers warm.
 const RETIRE_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+/// The most idle workers let go in one turn (about 2.7 µs each here, so some 10 ms): more wait for
+/// the next turns, so that the end of a burst of a hundred thousand tasks does not stall its loop.
+const RETIRE_AT_ONCE: usize = 4096;
 
 /// How a task ended.
 pub(crate) enum Outcome {
@@ -371,16 +374,18 @@ impl Scheduler {
         if self.next_retire.get().is_some_and(|next| now < next) {
             return;
         }
-        self.next_retire.set(Some(now + RETIRE_EVERY));
         let mut retired = Vec::new();
-        {
+        let left_over = {
             let mut idle = self.idle_workers.borrow_mut();
-            let unused = unused_beyond_kept(&self.idle_low_water[0], idle.len());
-            retired.extend(idle.drain(..unused));
+            let (n, left) = unused_beyond_kept(&self.idle_low_water[0], idle.len(), RETIRE_AT_ONCE);
+            retired.extend(idle.drain(..n));
             let mut sized = self.idle_sized_workers.borrow_mut();
-            let unused = unused_beyond_kept(&self.idle_low_water[1], sized.len());
-            retired.extend(sized.drain(..unused).map(|(_, worker)| worker));
-        }
+            let (m, sized_left) = unused_beyond_kept(&self.idle_low_water[1], sized.len(), RETIRE_AT_ONCE - n);
+            retired.extend(sized.drain(..m).map(|(_, worker)| worker));
+            left || sized_left
+        };
+        // Unused ones beyond this turn's share stay under the mark: the next turn goes on.
+        self.next_retire.set(Some(if left_over { now } else { now + RETIRE_EVERY }));
         // A worker that finishes hands control to the end of the thread's root chain: the scheduler's
         // root unless `run` was called inside a fiber entered by `transfer`. There, each is dropped
         // instead (its unwind comes back here), which costs more.
@@ -419,12 +424,17 @@ fn lower(low: &Cell<usize>, len: usize) {
     low.set(low.get().min(len));
 }
 
-/// How many of a list of `len` idle workers, the least recently used first, sat unused since its
-/// low-water mark `low` was last reset, beyond those kept; resets the mark to what stays.
-fn unused_beyond_kept(low: &Cell<usize>, len: usize) -> usize {
-    let unused = low.get().min(len).saturating_sub(IDLE_WORKERS_KEPT);
-    low.set(len - unused);
-    unused
+/// How many of a list of `len` idle workers, the least recently used first, to let go now: those
+/// that sat unused since its low-water mark `low` was last reset, beyond those kept, at most
+/// `most`; and whether unused ones are left over. Resets the mark to the whole list that stays,
+/// for the next period; or, with some left over, to them, for the next turn to let go.
+fn unused_beyond_kept(low: &Cell<usize>, len: usize, most: usize) -> (usize, bool) {
+    let below = low.get().min(len);
+    let unused = below.saturating_sub(IDLE_WORKERS_KEPT);
+    let now = unused.min(most);
+    let left_over = now < unused;
+    low.set(if left_over { below - now } else { len - now });
+    (now, left_over)
 }
 
 /// The body of every worker fiber: runs the task it was switched to for, then
@@ -466,5 +476,30 @@ fn work(stack_size: usize) {
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::{unused_beyond_kept, IDLE_WORKERS_KEPT as KEPT};
+
+    #[test]
+    fn idle_workers_unused_for_a_period_are_let_go_a_share_a_turn_and_used_ones_stay() {
+        // A burst's workers all came back idle within the period (the mark stayed at 0): none goes,
+        // and the mark now covers all of them for the next period.
+        let low = Cell::new(0);
+        assert_eq!(unused_beyond_kept(&low, 1000, 4096), (0, false));
+        assert_eq!(low.get(), 1000);
+        // A whole period unused: all but those kept go, in shares of at most `most` a turn.
+        assert_eq!(unused_beyond_kept(&low, 1000, 400), (400, true));
+        assert_eq!(unused_beyond_kept(&low, 600, 400), (400, true));
+        assert_eq!(unused_beyond_kept(&low, 200, 400), (200 - KEPT, false));
+        assert_eq!(low.get(), KEPT, "what stays starts the next period");
+        // Half the list used during a period (the mark at 500 of 1000): only the other half goes.
+        let low = Cell::new(500);
+        assert_eq!(unused_beyond_kept(&low, 1000, 4096), (500 - KEPT, false));
+        assert_eq!(low.get(), 1000 - (500 - KEPT));
     }
 }
