@@ -54,10 +54,10 @@ impl<T: AsFd> NonBlocking<T> {
         inner
     }
 
-    /// The fd's `direction` as a wait of the running task's loop (see [`Registration::interest`]);
+    /// The fd's readability as a wait of the running task's loop (see [`Registration::interest`]);
     /// `None` where it cannot be one.
-    pub(crate) fn interest(&self, direction: Direction) -> Option<Interest> {
-        self.registration.interest(self.inner.as_fd(), direction).ok().flatten()
+    pub(crate) fn read_interest(&self) -> Option<Interest> {
+        self.registration.interest(self.inner.as_fd(), Direction::Read).ok().flatten()
     }
 
     /// Runs `op` until it does not return `WouldBlock`, waiting for readability in between.

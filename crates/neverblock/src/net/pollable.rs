@@ -5,7 +5,7 @@
     reason = "the sealed trait's method names crate types; outside the crate nobody can name the trait to call it"
 )]
 
-use crate::runtime::registration::{Direction, Interest};
+use crate::runtime::registration::Interest;
 
 /// A socket of this crate: registered with the loop that first waits on it, once, so the loop
 /// can start a task when it turns readable (see
@@ -41,14 +41,14 @@ use crate::runtime::registration::{Direction, Interest};
 pub trait Pollable: sealed::Sealed {}
 
 pub(crate) mod sealed {
-    use super::{Direction, Interest};
+    use super::Interest;
 
     /// Keeps [`super::Pollable`] to this crate's sockets, and reaches their registration.
     pub trait Sealed {
-        /// The socket's `direction` as a wait of the running task's loop, registering it there
+        /// The socket's readability as a wait of the running task's loop, registering it there
         /// if it has no home; `None` outside a task, when another live loop is its home, or when
         /// it cannot be registered.
-        fn interest(&self, direction: Direction) -> Option<Interest>;
+        fn read_interest(&self) -> Option<Interest>;
     }
 }
 
@@ -57,8 +57,8 @@ macro_rules! pollable {
         impl Pollable for $socket {}
 
         impl sealed::Sealed for $socket {
-            fn interest(&self, direction: Direction) -> Option<Interest> {
-                self.nonblocking().interest(direction)
+            fn read_interest(&self) -> Option<Interest> {
+                self.nonblocking().read_interest()
             }
         }
     )*};

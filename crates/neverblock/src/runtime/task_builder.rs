@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use super::label::Label;
-use super::registration::{Direction, Interest};
+use super::registration::Interest;
 use super::{scheduler, spawn_in, JoinHandle, SpawnError, TaskLabel};
 use crate::net::Pollable;
 
@@ -63,8 +63,8 @@ impl TaskBuilder {
 
     /// Starts the task only once `socket` turns readable (data, end of stream, or an error to
     /// report), or at `deadline`, whichever comes first. Until then it holds no fiber and no
-    /// stack: a loop can keep a hundred thousand such tasks for the memory of their closures,
-    /// where a task parked in a read keeps its fiber's stack pages. The task must find out
+    /// stack: such a task costs the memory of its closure, where a task parked in a read keeps
+    /// its fiber's stack pages. The task must find out
     /// itself which it was (a read that would block, or a deadline passed): a start promises
     /// neither.
     ///
@@ -97,7 +97,7 @@ impl TaskBuilder {
     /// ```
     pub fn when_readable(mut self, socket: &impl Pollable, deadline: Option<Instant>) -> TaskBuilder {
         self.start = scheduler::in_task().and_then(|s| {
-            let interest = socket.interest(Direction::Read)?;
+            let interest = socket.read_interest()?;
             Some(StartWhenReady { scheduler: s.id(), interest, deadline })
         });
         self

@@ -91,8 +91,9 @@ enum HeadWait {
     /// Between requests: its first byte within the keep-alive timeout (and what the connection
     /// holds for requests given back after [`IDLE_RELEASE`] of it).
     Kept,
-    /// Between requests, after the release: the keep-alive timeout runs out `by`; idle `since`.
-    Released { since: Instant, by: Instant },
+    /// Between requests, after the release: idle `since` then, its keep-alive timeout counted
+    /// from there.
+    Released { since: Instant },
 }
 
 /// Serves the connection (its TLS handshake made, on an HTTPS listener) until it closes, the
@@ -116,28 +117,29 @@ fn serve_from(mut http1: Http1, mut wait: HeadWait) {
     let socket = http1.conn.get_ref().clone();
     let _close_notify = CloseNotify(&socket);
     loop {
-        let Some((since, by)) = serve_until_quiet(&mut http1, wait) else { return };
-        wait = HeadWait::Released { since, by };
+        let Some(since) = serve_until_quiet(&mut http1, wait) else { return };
         if socket.can_wait_fiberless() {
-            return wait_fiberless(http1, since, by);
+            return wait_fiberless(http1, since);
         }
+        // Over TLS the session may hold what was sent already: this fiber reads on, its stack
+        // trimmed to this frame.
+        neverblock::fiber::trim_stack();
+        wait = HeadWait::Released { since };
     }
 }
 
-/// Hands the quiet connection to a task that starts when the client sends (or at `by`, its
+/// Hands the connection, quiet `since`, to a task that starts when the client sends (or at its
 /// keep-alive deadline) and serves on.
-fn wait_fiberless(http1: Http1, since: Instant, by: Instant) {
+fn wait_fiberless(http1: Http1, since: Instant) {
+    let by = since + http1.server_loop.config.timeouts.keep_alive;
     let waiting = TaskBuilder::new().when_readable(http1.conn.get_ref().stream(), Some(by));
-    let spawned = waiting.try_spawn(move || serve_from(http1, HeadWait::Released { since, by }));
-    if let Err(e) = spawned {
-        log::error!("a quiet connection closed: no task to wait for it: {e}");
-    }
+    // Spawned from this connection's task, on its loop: there is a runtime to spawn on.
+    drop(waiting.spawn(move || serve_from(http1, HeadWait::Released { since })));
 }
 
 /// Serves requests until the connection ends (`None`), or has waited [`IDLE_RELEASE`] for a next
-/// one and given back what it held for them: then when it went idle and when its keep-alive
-/// timeout ends.
-fn serve_until_quiet(http1: &mut Http1, mut wait: HeadWait) -> Option<(Instant, Instant)> {
+/// one and given back what it held for them: then when it went idle.
+fn serve_until_quiet(http1: &mut Http1, mut wait: HeadWait) -> Option<Instant> {
     let Http1 { conn, connection, server_loop, .. } = http1;
     let Connection { peer, local, tls: tls_info, registered } = &*connection;
     let socket = conn.get_ref().clone();
@@ -160,7 +162,7 @@ fn serve_until_quiet(http1: &mut Http1, mut wait: HeadWait) -> Option<(Instant, 
             HeadWait::First => (WaitLimit::Until(now + timeouts.header), now, false),
             HeadWait::Kept if timeouts.keep_alive > IDLE_RELEASE => (first_byte_by(now + IDLE_RELEASE), now, true),
             HeadWait::Kept => (first_byte_by(now + timeouts.keep_alive), now, false),
-            HeadWait::Released { since, by } => (first_byte_by(by), since, false),
+            HeadWait::Released { since } => (first_byte_by(since + timeouts.keep_alive), since, false),
         };
         socket.set_read_limit(limit);
         registered.set_idle_since(Some(idle_since));
@@ -169,7 +171,7 @@ fn serve_until_quiet(http1: &mut Http1, mut wait: HeadWait) -> Option<(Instant, 
             if let Err(HeadError::Io { error, partial: false }) = &read {
                 if error.kind() == std::io::ErrorKind::TimedOut {
                     release_while_idle(conn, &mut head);
-                    return Some((now, now + timeouts.keep_alive));
+                    return Some(now);
                 }
             }
         }
@@ -217,15 +219,12 @@ fn serve_until_quiet(http1: &mut Http1, mut wait: HeadWait) -> Option<(Instant, 
 }
 
 /// Gives back what a kept-alive connection holds for its requests, once it has waited
-/// [`IDLE_RELEASE`] for the next: the read and write buffers, the last head's, and the pages of the
-/// fiber's stack below this frame (touched by the last request's handler; a TLS connection waits
-/// on this fiber). A connection that only paused gets them back at its next request, for an
-/// allocation and a page fault or two.
+/// [`IDLE_RELEASE`] for the next: the read and write buffers and the last head's. A connection
+/// that only paused gets them back at its next request, for an allocation.
 fn release_while_idle(conn: &mut BufferedConn<Socket>, head: &mut Head) {
     conn.release_buffer();
     conn.get_ref().release_queue();
     *head = Head::default();
-    neverblock::fiber::trim_stack();
 }
 
 /// Sends a TLS session's `close_notify` when the connection's fiber ends, however it ends but by

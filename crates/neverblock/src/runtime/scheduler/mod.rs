@@ -47,8 +47,9 @@ const IDLE_WORKERS_KEPT: usize = 64;
 /// burst of ten thousand tasks leaves that much memory for one to two periods, not for good, and
 /// bursts that come back within a period find their workers warm.
 const RETIRE_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
-/// The most idle workers let go in one turn (about 2.7 µs each here, so some 10 ms): more wait for
-/// the next turns, so that the end of a burst of a hundred thousand tasks does not stall its loop.
+/// The most idle workers let go in one turn (a switch and an `madvise` each): more wait for the
+/// next turns, so that the end of a burst of a hundred thousand tasks does not hold its loop in one
+/// long turn.
 const RETIRE_AT_ONCE: usize = 4096;
 
 /// How a task ended.
