@@ -185,12 +185,15 @@ fn under_load_a_rename_is_served_to_every_request_sent_after_it() {
     let hot = tree.write("hot.txt", "old contents");
     let_settle();
     let server = Running::with(Server::builder().workers(2), StaticFiles::new(tree.path()).unwrap());
+    // Set before the rename starts and after it completes: a reply is old only if it came before
+    // the first, new only if its request was sent after the second.
+    let renaming = Arc::new(AtomicBool::new(false));
     let renamed = Arc::new(AtomicBool::new(false));
     let answered = Arc::new(AtomicUsize::new(0));
     let clients: Vec<_> = (0..CLIENTS)
         .map(|_| {
             let mut conn = BufReader::new(server.connect());
-            let (renamed, answered) = (renamed.clone(), answered.clone());
+            let (renaming, renamed, answered) = (renaming.clone(), renamed.clone(), answered.clone());
             std::thread::spawn(move || {
                 let mut after = 0;
                 for _ in 0..100_000 {
@@ -203,7 +206,7 @@ fn under_load_a_rename_is_served_to_every_request_sent_after_it() {
                         if after == AFTER {
                             return;
                         }
-                    } else if !renamed.load(SeqCst) {
+                    } else if !renaming.load(SeqCst) {
                         assert_eq!(reply.text(), "old contents", "answered before the rename");
                     }
                 }
@@ -216,6 +219,7 @@ fn under_load_a_rename_is_served_to_every_request_sent_after_it() {
         std::thread::yield_now();
     }
     let new = tree.write("hot.new", "new contents");
+    renaming.store(true, SeqCst);
     std::fs::rename(new, &hot).unwrap();
     renamed.store(true, SeqCst);
     for client in clients {
