@@ -106,3 +106,31 @@ fn a_request_that_reaches_an_idle_connection_in_the_last_call_is_answered_and_it
     }
     server.join().unwrap();
 }
+
+#[test]
+fn quiet_connections_waiting_without_a_fiber_are_closed_and_run_returns() {
+    // Past a second of silence a cleartext connection waits for its next request with no fiber:
+    // the shutdown still closes it (and one that then speaks in the last call is answered), long
+    // before its keep-alive deadline.
+    let builder = Server::builder().workers(1).keep_alive_timeout(Duration::from_secs(60));
+    let server = Running::with(builder, |_: &mut Request<'_>| Response::new(200).body("last"));
+    let (silent, speaking) = (server.connect(), server.connect());
+    for stream in [&silent, &speaking] {
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        (&*stream).write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        assert_eq!(read_reply(&mut reader, false).status, 200);
+    }
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the client, on the test's own thread, lets the connections go quiet"
+    )]
+    std::thread::sleep(Duration::from_millis(1500));
+    let started = std::time::Instant::now();
+    (&speaking).write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    server.handle.shutdown();
+    let answer = read_all(&mut speaking.try_clone().unwrap());
+    assert!(answer.starts_with("HTTP/1.1 200 OK\r\n") && answer.ends_with("last"), "{answer:?}");
+    assert_eq!(read_all(&mut silent.try_clone().unwrap()), "", "the silent one closed unanswered");
+    server.join().unwrap();
+    assert!(started.elapsed() < PATIENCE, "run returned without waiting for the keep-alive deadline");
+}
