@@ -205,7 +205,12 @@ impl Proxy {
     /// The upstream URL for a request's `path` and `query`: the path after the upstream's own.
     fn target(&self, path: &str, query: Option<&str>) -> Url {
         let mut url = self.url.clone();
-        url.set_path(&format!("{}{}", self.prefix, origin_path(path)));
+        let path = origin_path(path);
+        if self.prefix.is_empty() {
+            url.set_path(path);
+        } else {
+            url.set_path(&[self.prefix.as_str(), path].concat());
+        }
         url.set_query(query);
         url
     }
