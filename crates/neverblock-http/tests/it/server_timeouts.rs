@@ -58,9 +58,9 @@ fn an_idle_kept_alive_connection_is_closed() {
 
 #[test]
 fn a_connection_idle_past_a_second_is_answered_again_and_closed_at_its_keep_alive_deadline() {
-    // After a second of silence a kept-alive connection gives back its buffers and the deep pages
-    // of its stack, then waits on: its next request, longer than the first read buffer, is
-    // answered whole, and the connection still closes at its keep-alive deadline, not before.
+    // After a second of silence a kept-alive connection gives back its buffers and its fiber, then
+    // waits on: its next request, longer than the first read buffer, is answered whole, and the
+    // connection still closes at its keep-alive deadline, not before.
     let keep_alive = Duration::from_millis(2500);
     let server = Running::with(Server::builder().workers(1).keep_alive_timeout(keep_alive), echo());
     let mut writer = server.connect();

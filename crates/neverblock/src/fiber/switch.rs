@@ -54,8 +54,9 @@ pub(crate) struct FiberInner {
     /// The fiber's stack: `None` for the root, and once a finished fiber is reaped.
     ///
     /// # Invariant
-    /// Taken only when the fiber will never run again: by `reap`, once it has
-    /// finished and switched away for good, and by `Drop`.
+    /// Taken for good only when the fiber will never run again: by `reap`, once it
+    /// has finished and switched away for good, and by `Drop`. (`retire_stack` takes
+    /// it only to mark it, and puts it back at once, running nothing in between.)
     pub(super) stack: Cell<Option<PooledStack>>,
     pub(super) status: Cell<Status>,
     /// The fiber that resumed this one and waits for it to yield or finish. Strong:

@@ -1,9 +1,10 @@
-//! The HTTP/1 driver: one connection's fiber reads requests in turn (pipelined ones answered in
+//! The HTTP/1 driver: one connection's task reads requests in turn (pipelined ones answered in
 //! order), gives each to the handler, and writes each response before the next request is read.
 //!
-//! The fiber is the connection's only reader and writer. While it waits for a request head (for
-//! its first byte, or for the rest of it) it is idle: the registry may close it then (shutdown,
-//! shedding), which it sees as an end of stream. The first head must arrive whole within the
+//! That task is the connection's only reader and writer (a quiet connection's next task takes over
+//! from it, below). While it waits for a request head (for its first byte, or for the rest of it)
+//! the connection is idle: the registry may close it then (shutdown, shedding), which the task
+//! sees as an end of stream. The first head must arrive whole within the
 //! header timeout of the connection's start; later ones within the keep-alive timeout for their
 //! first byte and the header timeout from it. A request whose body the handler left unread is
 //! drained (up to 256 KiB) after the response, or the connection closes. A handler that panics

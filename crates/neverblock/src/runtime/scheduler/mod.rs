@@ -336,8 +336,9 @@ impl Scheduler {
             worker
         } else {
             let mut sized = self.idle_sized_workers.borrow_mut();
-            let worker = sized.iter().rposition(|(s, _)| *s == size).map(|i| sized.remove(i).1);
-            lower(&self.idle_low_water[1], sized.len());
+            let i = sized.iter().rposition(|(s, _)| *s == size);
+            let worker = i.map(|i| sized.remove(i).1);
+            removed(&self.idle_low_water[1], i, sized.len());
             worker
         };
         match idle {
@@ -425,6 +426,16 @@ fn lower(low: &Cell<usize>, len: usize) {
     low.set(low.get().min(len));
 }
 
+/// Notes a list whose low-water mark is `low`, now `len` long, after the worker at `at` (if any)
+/// was taken out of it: one taken below the mark brings the mark down one, so that those above it,
+/// used since the mark was set, stay above it as they slide down.
+fn removed(low: &Cell<usize>, at: Option<usize>, len: usize) {
+    if at.is_some_and(|at| at < low.get()) {
+        low.set(low.get() - 1);
+    }
+    lower(low, len);
+}
+
 /// How many of a list of `len` idle workers, the least recently used first, to let go now: those
 /// that sat unused since its low-water mark `low` was last reset, beyond those kept, at most
 /// `most`; and whether unused ones are left over. Resets the mark to the whole list that stays,
@@ -484,7 +495,21 @@ fn work(stack_size: usize) {
 mod tests {
     use std::cell::Cell;
 
-    use super::{unused_beyond_kept, IDLE_WORKERS_KEPT as KEPT};
+    use super::{removed, unused_beyond_kept, IDLE_WORKERS_KEPT as KEPT};
+
+    #[test]
+    fn a_worker_taken_from_the_middle_leaves_those_used_since_the_mark_above_it() {
+        // 200 idle, the first 100 unused since the mark: one taken at index 5 leaves 99 unused,
+        // and the worker that was at index 100, used in this period, is not counted among them.
+        let low = Cell::new(100);
+        removed(&low, Some(5), 199);
+        assert_eq!(low.get(), 99);
+        // Taken above the mark, or none found: the mark stays, within the list.
+        removed(&low, Some(150), 198);
+        assert_eq!(low.get(), 99);
+        removed(&low, None, 50);
+        assert_eq!(low.get(), 50);
+    }
 
     #[test]
     fn idle_workers_unused_for_a_period_are_let_go_a_share_a_turn_and_used_ones_stay() {

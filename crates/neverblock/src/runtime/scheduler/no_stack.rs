@@ -1,6 +1,7 @@
 //! Tasks that could not start for want of a stack. Each one's joiner gets the error; the loop also
-//! says so in the log, at most a line a second, so that a detached task (a connection's) is not
-//! lost unseen.
+//! says so in the log, so that a detached task (a connection's) is not lost unseen: the first such
+//! task of each second at once, and those after it within that second counted into the next line
+//! (a run of them that stops within the second shows in its first line alone).
 
 use std::cell::Cell;
 use std::time::{Duration, Instant};
