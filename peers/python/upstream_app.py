@@ -17,6 +17,7 @@ Routes:
   GET  /sendfile?path=P       `X-Sendfile: P` as given (any path), with a type and a disposition
   GET  /slow?ms=N             answers after N ms
   GET  /hop                   a response with hop-by-hop fields a proxy must drop
+  GET  /redirect?to=URL       a 302 to URL, which a proxy passes on rather than follows
   GET  /stream?chunks=N       N chunks sent 20 ms apart, chunked
   GET  /reset                 closes the connection with a reset, answering nothing
 """
@@ -59,6 +60,7 @@ class Handler(BaseHTTPRequestHandler):
             "/sendfile": self.sendfile,
             "/slow": self.slow,
             "/hop": self.hop,
+            "/redirect": self.redirect,
             "/stream": self.stream,
             "/reset": self.reset,
         }
@@ -139,6 +141,9 @@ class Handler(BaseHTTPRequestHandler):
     def slow(self, query):
         time.sleep(int(query.get("ms", "1000")) / 1000)
         self.answer(200, b"late\n", [("Content-Type", "text/plain")])
+
+    def redirect(self, query):
+        self.answer(302, b"moved\n", [("Location", query.get("to", "/")), ("Content-Type", "text/plain")])
 
     def hop(self, query):
         fields = [

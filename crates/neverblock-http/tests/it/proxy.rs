@@ -91,6 +91,10 @@ fn a_proxied_page_comes_back_and_the_upstream_sees_forwarding_fields_but_no_hop_
     assert_eq!(field(&fields, "x-forwarded-proto"), Some("http"));
     assert_eq!(field(&fields, "forwarded"), Some("for=127.0.0.1;host=front.example;proto=http"));
 
+    // A redirect is the upstream's answer to the client, passed on as it is, not followed.
+    let moved = front.get("/redirect?to=/hello", "");
+    assert_eq!((moved.status, moved.text().as_str(), moved.header("location")), (302, "moved\n", Some("/hello")));
+
     let hop = front.get("/hop", "");
     assert_eq!((hop.status, hop.text().as_str(), hop.header("x-end-to-end")), (200, "hop\n", Some("kept")));
     for gone in ["x-hop-field", "keep-alive", "proxy-authenticate", "upgrade"] {
