@@ -5,9 +5,9 @@
 //! A connection is idle while it waits for a request head (its first, or the next on a kept-alive
 //! connection; before its first byte or partway through, as a slow client's): no handler works for
 //! it, so closing it loses no work, and RFC 9112 §9.5 lets a server close an idle connection at any
-//! time. Those idle longest, the slowest heads among them, go first. Closing is `shutdown(2)`: whatever waits on the socket (the
-//! connection's parked fiber, or the fiberless task a quiet connection waits in) wakes to an end of
-//! stream and ends, which closes the descriptor.
+//! time. Those idle longest, the slowest heads among them, go first. Closing is `shutdown(2)`:
+//! whatever waits on the socket (the connection's parked fiber, or the fiberless task a quiet
+//! connection waits in) wakes to an end of stream and ends, which closes the descriptor.
 
 use std::cell::{Cell, RefCell};
 use std::io;

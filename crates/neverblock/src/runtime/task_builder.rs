@@ -71,7 +71,8 @@ impl TaskBuilder {
     /// The socket is waited on through the calling task's loop, so the task must be spawned on
     /// that loop; if it is called outside a task, if the task is spawned elsewhere, or if the
     /// socket cannot be registered there (it is another live loop's, or the poller refuses it),
-    /// the task starts at once, as [`spawn`](crate::spawn)'s do. Cancelled before it starts, it ends without running.
+    /// the task starts at once, as [`spawn`](crate::spawn)'s do. Cancelled before it starts, it
+    /// ends without running.
     ///
     /// # Examples
     ///

@@ -4,11 +4,11 @@
 //! That task is the connection's only reader and writer (a quiet connection's next task takes over
 //! from it, below). While it waits for a request head (for its first byte, or for the rest of it)
 //! the connection is idle: the registry may close it then (shutdown, shedding), which the task
-//! sees as an end of stream. The first head must arrive whole within the
-//! header timeout of the connection's start; later ones within the keep-alive timeout for their
-//! first byte and the header timeout from it. A request whose body the handler left unread is
-//! drained (up to 256 KiB) after the response, or the connection closes. A handler that panics
-//! gets its request a 500 and its connection closed; the panic goes no further.
+//! sees as an end of stream. The first head must arrive whole within the header timeout of the
+//! connection's start; later ones within the keep-alive timeout for their first byte and the
+//! header timeout from it. A request whose body the handler left unread is drained (up to
+//! 256 KiB) after the response, or the connection closes. A handler that panics gets its request a
+//! 500 and its connection closed; the panic goes no further.
 //!
 //! A kept-alive connection that waits a second for its next request gives back its buffers. In
 //! cleartext its fiber then ends: the connection's state moves into a task that holds no fiber

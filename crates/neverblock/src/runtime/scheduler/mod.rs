@@ -332,7 +332,7 @@ impl Scheduler {
         let idle = if size == self.stack_size {
             let mut idle = self.idle_workers.borrow_mut();
             let worker = idle.pop();
-            lower(&self.idle_low_water[0], idle.len());
+            removed(&self.idle_low_water[0], worker.is_some().then_some(idle.len()), idle.len());
             worker
         } else {
             let mut sized = self.idle_sized_workers.borrow_mut();
@@ -421,11 +421,6 @@ impl Scheduler {
     }
 }
 
-/// Notes `len` idle workers in a list whose low-water mark is `low`.
-fn lower(low: &Cell<usize>, len: usize) {
-    low.set(low.get().min(len));
-}
-
 /// Notes a list whose low-water mark is `low`, now `len` long, after the worker at `at` (if any)
 /// was taken out of it: one taken below the mark brings the mark down one, so that those above it,
 /// used since the mark was set, stay above it as they slide down.
@@ -433,7 +428,7 @@ fn removed(low: &Cell<usize>, at: Option<usize>, len: usize) {
     if at.is_some_and(|at| at < low.get()) {
         low.set(low.get() - 1);
     }
-    lower(low, len);
+    low.set(low.get().min(len));
 }
 
 /// How many of a list of `len` idle workers, the least recently used first, to let go now: those
