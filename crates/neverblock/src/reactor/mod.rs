@@ -127,12 +127,6 @@ impl Reactor {
         self.timers.borrow().len()
     }
 
-    /// Whether a timer is due now (reads the clock only when there are timers).
-    pub(crate) fn timer_due(&self) -> bool {
-        let next = self.timers.borrow_mut().next_deadline();
-        next.is_some_and(|d| d <= Instant::now())
-    }
-
     /// Whether some fiber is parked on a registered fd.
     pub(crate) fn has_fd_waiters(&self) -> bool {
         self.sources.borrow().has_parked()

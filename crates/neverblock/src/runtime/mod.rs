@@ -7,8 +7,9 @@
 //! check); a task that must wait leaves a wake-up with whatever it waits for (a
 //! timer, an fd, a `JoinHandle`) and switches straight to the next runnable task,
 //! or to the root (the event loop) when none is runnable or every 61 switches.
-//! Tasks run in FIFO order; a task that [`yield_now`]s goes behind the timers that
-//! are due, and I/O is polled at least every 61 switches, so nothing starves.
+//! Tasks run in FIFO order; a task that [`yield_now`]s goes behind the tasks the
+//! loop's next look for I/O and timers wakes, and I/O is polled at least every 61
+//! switches, so nothing starves.
 //!
 //! Inside a task, fibers may `resume` and `yield` as they please: a fiber a task
 //! resumed can park too, and is continued where it parked.
@@ -109,6 +110,7 @@ pub fn run<T: 'static>(f: impl FnOnce() -> T + 'static) -> T {
 #[track_caller]
 pub(crate) fn run_with<T: 'static>(settings: LoopSettings, f: impl FnOnce() -> T + 'static) -> T {
     assert!(scheduler::current().is_none(), "neverblock::run was called inside a runtime");
+    crate::sys::descriptors::grow_table();
     let scheduler =
         Rc::new(Scheduler::new(settings).unwrap_or_else(|e| panic!("neverblock: cannot start the event loop: {e}")));
     let _entered = scheduler.enter();
@@ -214,9 +216,12 @@ impl fmt::Display for SpawnError {
 
 impl std::error::Error for SpawnError {}
 
-/// Lets the other runnable fibers (and due timers) run, then continues; I/O is
-/// polled at least every 61 switches.
-/// Outside a runtime, yields the thread.
+/// Lets the other runnable fibers run, then the loop look for ready I/O and due
+/// timers, and continues behind the fibers that look made runnable (as tokio's
+/// `yield_now` does). A fiber that yields between pieces of long work, such as a
+/// large file sent a piece at a time, so lets connections that just became ready
+/// go first. Alone on its loop, a yield costs that look: a non-blocking `epoll_wait`
+/// while fibers wait on descriptors. Outside a runtime, yields the thread.
 ///
 /// # Examples
 ///

@@ -146,6 +146,8 @@ impl Builder {
     pub fn run<T: 'static>(self, f: impl FnOnce() -> T + 'static) -> T {
         let (ready_tx, ready_rx) = mpsc::channel::<(usize, Loop, ReplySender<()>)>();
         let settings = self.settings;
+        // Before the loop threads exist: a table no other thread shares grows without a wait.
+        crate::sys::descriptors::grow_table();
         let (registry_txs, workers): (Vec<_>, Vec<_>) = (1..self.threads)
             .map(|index| {
                 let ready = ready_tx.clone();

@@ -19,7 +19,10 @@
 //! - [`inherit`]: descriptors across `exec`: claiming those handed to this process by number,
 //!   and placing those handed to a child at fixed numbers in the child alone (`pre_exec`).
 //!   `unsafe`: std has no safe call for either.
+//! - [`descriptors`]: the process's descriptor table, grown to its working size before a
+//!   runtime's loops start, so that no loop sleeps while the kernel grows it. rustix's safe calls.
 
+pub(crate) mod descriptors;
 pub(crate) mod epoll;
 pub(crate) mod inherit;
 pub(crate) mod kernel_tls;

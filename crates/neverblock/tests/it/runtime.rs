@@ -63,6 +63,29 @@ fn a_yield_loop_does_not_starve_timers_or_io() {
 }
 
 #[test]
+fn a_yield_continues_behind_the_fibers_its_loops_next_look_for_io_wakes() {
+    let order = run(|| {
+        let order = Rc::new(RefCell::new(Vec::new()));
+        let (mut writer, mut reader) = UnixStream::pair().unwrap();
+        reader.set_nonblocking(true).unwrap();
+        let o = order.clone();
+        let io = spawn(move || {
+            neverblock::io::wait_readable(&reader).unwrap();
+            reader.read_exact(&mut [0]).unwrap();
+            o.borrow_mut().push("readable");
+        });
+        yield_now(); // it runs and parks on the socket
+        writer.write_all(b"x").unwrap();
+        order.borrow_mut().push("yielding");
+        yield_now(); // before this continues, the loop finds the socket readable
+        order.borrow_mut().push("yielded");
+        io.join().unwrap();
+        order.take()
+    });
+    assert_eq!(order, ["yielding", "readable", "yielded"]);
+}
+
+#[test]
 fn a_hundred_thousand_sleeping_fibers_all_wake_in_deadline_order() {
     let woke = run(|| {
         let log = Rc::new(RefCell::new(Vec::with_capacity(100_000)));

@@ -16,7 +16,7 @@ impl Scheduler {
     /// for how long (to within a loop turn: a park is dated by its turn's start).
     pub(crate) fn dump(&self) -> String {
         let tasks = self.tasks.borrow();
-        let runnable: Vec<u64> = tasks.queue.iter().map(|turn| turn.task).collect();
+        let runnable: Vec<u64> = tasks.runnable_entries().map(|turn| turn.task).collect();
         let mut out = format!("loop {} ({} tasks):\n", self.id(), tasks.slab.len());
         let now = now_ns();
         for (_, task) in tasks.slab.iter() {

@@ -187,19 +187,17 @@ impl Scheduler {
         self.reactor.id()
     }
 
-    /// Puts the running task at the back of the run queue and lets the others run.
+    /// Lets the other runnable tasks run, then the loop look for I/O and timers, and continues the
+    /// running task behind the tasks that look made runnable.
     pub(crate) fn yield_task(&self) {
         let id = self.current.get().expect("yield is called from a task");
         let mut tasks = self.tasks.borrow_mut();
         let task = live(&mut tasks.slab, id).expect("the running task is registered");
         let turn = Turn { task: id, number: task.turn };
         let replaced = continue_here(task);
-        tasks.queue.push_back(turn);
+        tasks.deferred.push(turn);
         drop(tasks);
         drop(replaced); // a fiber the task resumed earlier may unwind here, outside the borrow
-        if self.reactor.timer_due() {
-            self.switches.set(POLL_EVERY); // a yield goes behind the timers that are due
-        }
         self.switch_away();
     }
 

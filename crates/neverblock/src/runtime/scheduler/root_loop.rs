@@ -56,7 +56,7 @@ impl Scheduler {
             if self.with_task(main, |_| ()).is_none() {
                 return Ok(());
             }
-            let idle = self.tasks.borrow().queue.is_empty();
+            let idle = self.tasks.borrow().nothing_runnable();
             // Parked for good unless another thread wakes one of them: tasks on sync
             // primitives another thread could hold, checked again every second. A lock held on
             // this thread only this loop can release.
@@ -100,6 +100,7 @@ impl Scheduler {
             if found.remote {
                 self.remote.drain(self);
             }
+            self.tasks.borrow_mut().requeue_deferred();
         }
     }
 
@@ -114,6 +115,7 @@ impl Scheduler {
             self.cancel(id);
         }
         loop {
+            self.tasks.borrow_mut().requeue_deferred();
             self.switches.set(0);
             let Some(next) = self.next_fiber() else { break };
             let switched = next.switch_to();

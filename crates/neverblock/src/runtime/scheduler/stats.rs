@@ -118,8 +118,7 @@ impl Scheduler {
         // A task is runnable when the queue holds an entry under its current turn (the
         // others are stale); it may hold several.
         let mut runnable: Vec<u64> = tasks
-            .queue
-            .iter()
+            .runnable_entries()
             .filter(|turn| {
                 Some(turn.task) != running
                     && tasks.slab.get(key(turn.task)).is_some_and(|t| t.id == turn.task && t.turn == turn.number)

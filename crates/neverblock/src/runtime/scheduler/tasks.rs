@@ -86,6 +86,26 @@ pub(super) struct Tasks {
     /// queued unchecked, so a task may have more than one entry; the first one
     /// taken off continues it, which makes the rest stale.
     pub(super) queue: VecDeque<Turn>,
+    /// Tasks that yielded, in order: they join the back of `queue` after the loop's next look for
+    /// I/O and timers, behind the tasks that look makes runnable.
+    pub(super) deferred: Vec<Turn>,
+}
+
+impl Tasks {
+    /// Every entry of the run queue and of the yielded tasks (stale ones too).
+    pub(super) fn runnable_entries(&self) -> impl Iterator<Item = &Turn> {
+        self.queue.iter().chain(&self.deferred)
+    }
+
+    /// Whether nothing is queued or yielded.
+    pub(super) fn nothing_runnable(&self) -> bool {
+        self.queue.is_empty() && self.deferred.is_empty()
+    }
+
+    /// Puts the yielded tasks at the back of the run queue: the loop has looked for I/O and timers.
+    pub(super) fn requeue_deferred(&mut self) {
+        self.queue.extend(self.deferred.drain(..));
+    }
 }
 
 impl Scheduler {
