@@ -6,7 +6,8 @@
 //! and switched to with the scheduler's own switch (no value, no Ruby rules to
 //! check); a task that must wait leaves a wake-up with whatever it waits for (a
 //! timer, an fd, a `JoinHandle`) and switches straight to the next runnable task,
-//! or to the root (the event loop) when none is runnable or every 61 switches.
+//! or to the root (the event loop) when none is runnable (or only tasks that
+//! yielded are left) or every 61 switches.
 //! Tasks run in FIFO order; a task that [`yield_now`]s goes behind the tasks the
 //! loop's next look for I/O and timers wakes, and I/O is polled at least every 61
 //! switches, so nothing starves.

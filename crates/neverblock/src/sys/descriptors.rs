@@ -26,8 +26,8 @@ pub(crate) const TABLE_MOST: usize = 1 << 16;
 static GROWN_TO: AtomicUsize = AtomicUsize::new(0);
 
 /// Grows the descriptor table to hold [`working_size`] descriptors, unless an earlier call
-/// already did; returns that size. A failure (the process at its limit already, say) leaves the
-/// table to grow as descriptors are opened, as it would have anyway.
+/// already did; returns that size. A failure leaves the table to grow as descriptors are opened,
+/// as it would have anyway.
 pub(crate) fn grow_table() -> usize {
     let size = working_size();
     if size <= GROWN_TO.load(Ordering::Relaxed) {
@@ -38,7 +38,9 @@ pub(crate) fn grow_table() -> usize {
     let grown = rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC)
         .and_then(|fd| rustix::io::fcntl_dupfd_cloexec(&fd, size as i32 - 1));
     match grown {
-        Ok(_duplicate) => {
+        // `EMFILE`: the process holds its limit's worth of descriptors, or number `size - 1`
+        // itself, so the table covers them already.
+        Ok(_) | Err(rustix::io::Errno::MFILE) => {
             GROWN_TO.fetch_max(size, Ordering::Relaxed);
         }
         Err(e) => log::debug!("the descriptor table was not grown to {size}: {e}"),

@@ -55,8 +55,8 @@ fn tasks_that_never_wait_still_end_turns() {
     run(|| {
         ENDS.set(0);
         assert!(at_turn_end(count_end));
-        // Nothing waits: the tasks only yield to each other, and the loop's root looks at its
-        // timers (no system call) every 61 switches.
+        // Nothing waits: the tasks only yield, and the loop's root looks at its timers (no system
+        // call) each time all of them have yielded.
         let busy: Vec<_> =
             (0..4).map(|_| spawn(|| (0..1000).find(|_| ENDS.get() == 1 || !yield_now_then_true()))).collect();
         let seen: Vec<_> = busy.into_iter().map(|task| task.join().unwrap()).collect();

@@ -1,7 +1,8 @@
 //! One thread's scheduler: a FIFO run queue of tasks, run on reused worker
 //! fibers. A task that parks (or ends) switches straight to the next runnable
 //! task, as Go's `schedule` does; the root fiber runs the event loop and is
-//! switched to only when nothing is runnable or every `POLL_EVERY` switches.
+//! switched to only when nothing is runnable (or only tasks that yielded are
+//! left) or every `POLL_EVERY` switches.
 //!
 //! This file is the switching (wakes, dispatch, the worker fibers); `park.rs`
 //! is parking and its words (what a task waits on, why a park ends), `tasks.rs`

@@ -26,7 +26,8 @@ pub struct LoopStats {
     /// Live tasks: spawned and not yet ended. Those neither runnable nor parked run: on
     /// the loop of the task that asked, that task.
     pub tasks: usize,
-    /// Tasks in the run queue: woken, or spawned and not yet started, waiting for their turn.
+    /// Tasks waiting for their turn: woken, spawned and not yet started, or yielded and waiting
+    /// for the loop's next look for I/O and timers.
     pub runnable: usize,
     /// Tasks parked, by what they wait on.
     pub parked: Parked,
@@ -115,8 +116,8 @@ impl Scheduler {
     pub(crate) fn stats(&self, index: usize) -> LoopStats {
         let tasks = self.tasks.borrow();
         let running = self.current.get();
-        // A task is runnable when the queue holds an entry under its current turn (the
-        // others are stale); it may hold several.
+        // A task is runnable when the run queue or the yielded list holds an entry under its
+        // current turn (the others are stale); they may hold several.
         let mut runnable: Vec<u64> = tasks
             .runnable_entries()
             .filter(|turn| {
