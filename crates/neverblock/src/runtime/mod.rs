@@ -104,6 +104,7 @@ pub(crate) use threads::LoopSettings;
 /// ```
 #[track_caller]
 pub fn run<T: 'static>(f: impl FnOnce() -> T + 'static) -> T {
+    crate::sys::descriptors::grow_table();
     run_with(LoopSettings::default(), f)
 }
 
@@ -111,7 +112,6 @@ pub fn run<T: 'static>(f: impl FnOnce() -> T + 'static) -> T {
 #[track_caller]
 pub(crate) fn run_with<T: 'static>(settings: LoopSettings, f: impl FnOnce() -> T + 'static) -> T {
     assert!(scheduler::current().is_none(), "neverblock::run was called inside a runtime");
-    crate::sys::descriptors::grow_table();
     let scheduler =
         Rc::new(Scheduler::new(settings).unwrap_or_else(|e| panic!("neverblock: cannot start the event loop: {e}")));
     let _entered = scheduler.enter();

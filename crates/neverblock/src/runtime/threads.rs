@@ -146,7 +146,7 @@ impl Builder {
     pub fn run<T: 'static>(self, f: impl FnOnce() -> T + 'static) -> T {
         let (ready_tx, ready_rx) = mpsc::channel::<(usize, Loop, ReplySender<()>)>();
         let settings = self.settings;
-        // Before the loop threads exist: a table no other thread shares grows without a wait.
+        // Once, before the loop threads exist, so that none of them waits on a growth.
         crate::sys::descriptors::grow_table();
         let (registry_txs, workers): (Vec<_>, Vec<_>) = (1..self.threads)
             .map(|index| {
