@@ -115,17 +115,9 @@ const FDS_RESERVED: u64 = 16;
 /// thread count whose descriptors alone would not fit under it, and warns when the connections
 /// would not either.
 fn check_descriptors(threads: usize, concurrency: usize) -> anyhow::Result<()> {
-    use rustix::process::{getrlimit, setrlimit, Resource};
-    let mut limit = getrlimit(Resource::Nofile);
-    if limit.current < limit.maximum {
-        let raised = rustix::process::Rlimit { current: limit.maximum, ..limit };
-        match setrlimit(Resource::Nofile, raised) {
-            Ok(()) => limit.current = limit.maximum,
-            Err(e) => log::info!("the open-files limit stays at {:?}: {e}", limit.current),
-        }
-    }
+    let limit = crate::open_files::raise_to_hard_limit();
     // `None`: no limit.
-    let Some(limit) = limit.current else { return Ok(()) };
+    let Some(limit) = limit else { return Ok(()) };
     let needed = threads as u64 * FDS_PER_THREAD + FDS_RESERVED;
     anyhow::ensure!(
         needed <= limit,

@@ -10,6 +10,7 @@ mod delay_server;
 mod get;
 mod histogram;
 mod load;
+mod open_files;
 mod serve;
 
 use anyhow::Context;

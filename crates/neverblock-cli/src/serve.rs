@@ -122,6 +122,8 @@ pub(crate) struct ServeArgs {
 pub(crate) fn run(args: ServeArgs, mut handed: ListenFds) -> anyhow::Result<()> {
     let workers = args.workers.unwrap_or_else(neverblock::runtime::available_threads);
     anyhow::ensure!(workers > 0, "--workers must be at least 1");
+    // Each connection, file sent and upstream connection holds a descriptor.
+    crate::open_files::raise_to_hard_limit();
     if let Some(path) = &args.metrics_path {
         anyhow::ensure!(path.starts_with('/'), "--metrics-path must be a path that starts with `/`: {path:?}");
     }

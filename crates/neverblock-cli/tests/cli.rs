@@ -267,11 +267,15 @@ struct Serve {
 impl Serve {
     /// Serves `dir` with one loop on a free port, under `ulimit -n fd_limit` when given.
     fn start(dir: &std::path::Path, fd_limit: Option<u32>) -> Serve {
+        Serve::start_after(dir, &fd_limit.map_or(String::new(), |n| format!("ulimit -n {n} && ")))
+    }
+
+    /// Serves `dir` with one loop on a free port, started by a shell after `prefix`.
+    fn start_after(dir: &std::path::Path, prefix: &str) -> Serve {
         use std::io::BufRead;
-        let ulimit = fd_limit.map_or(String::new(), |n| format!("ulimit -n {n} && "));
         let mut child = Command::new("sh")
             .arg("-c")
-            .arg(format!("{ulimit}exec \"$0\" serve \"$1\" --listen 127.0.0.1:0 --workers 1"))
+            .arg(format!("{prefix}exec \"$0\" serve \"$1\" --listen 127.0.0.1:0 --workers 1"))
             .arg(env!("CARGO_BIN_EXE_neverblock"))
             .arg(dir)
             .stdout(std::process::Stdio::piped())
@@ -401,6 +405,18 @@ fn serve_keeps_serving_fresh_clients_past_its_descriptor_limit() {
     assert_eq!(oldest.read(&mut [0u8; 1]).unwrap(), 0, "the connection idle longest was closed");
     let log = server.stop();
     assert!(log.contains("Too many open files") && log.contains("connections idle longest"), "{log}");
+}
+
+#[test]
+fn serve_raises_its_soft_descriptor_limit_to_the_hard_one() {
+    let dir = Dir::new("serve-nofile");
+    let mut server = Serve::start_after(&dir.0, "ulimit -S -n 256 && ");
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", server.child.id())).unwrap();
+    let line = limits.lines().find(|l| l.starts_with("Max open files")).expect("a line for open files");
+    let numbers: Vec<&str> = line.split_whitespace().skip(3).take(2).collect();
+    assert_ne!(numbers[0], "256", "the soft limit was raised: {line}");
+    assert_eq!(numbers[0], numbers[1], "soft equals hard: {line}");
+    server.stop();
 }
 
 #[test]

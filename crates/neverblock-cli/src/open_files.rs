@@ -1,0 +1,44 @@
+//! The process's open-files limit, raised as far as it may go.
+//!
+//! A server holds a descriptor for each connection, each file it sends and each upstream
+//! connection, so the soft limit most systems start a process with (1,024) is reached long before
+//! the machine's. The hard limit is what an administrator allows; Go's runtime raises the soft
+//! limit to it at start-up, and `serve` and `get` do the same.
+
+use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+
+/// Raises the soft open-files limit to the hard one; returns the limit now in force (`None`: no
+/// limit). A refusal (a sandbox that forbids `setrlimit`) is logged, and the limit stays.
+pub(crate) fn raise_to_hard_limit() -> Option<u64> {
+    let limit = getrlimit(Resource::Nofile);
+    if limit.current == limit.maximum {
+        return limit.current;
+    }
+    match setrlimit(Resource::Nofile, Rlimit { current: limit.maximum, ..limit }) {
+        Ok(()) => {
+            log::debug!("raised the open-files limit from {:?} to {:?}", limit.current, limit.maximum);
+            limit.maximum
+        }
+        Err(e) => {
+            log::info!("the open-files limit stays at {:?}: {e}", limit.current);
+            limit.current
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lowered_soft_limit_is_raised_to_the_hard_one() {
+        let before = getrlimit(Resource::Nofile);
+        // Just below the hard limit (or a million, with none): lower, it could starve the tests
+        // running beside this one.
+        let lowered = before.maximum.map_or(1 << 20, |hard| hard - 1);
+        setrlimit(Resource::Nofile, Rlimit { current: Some(lowered), ..before }).expect("lower it");
+        assert_eq!(raise_to_hard_limit(), before.maximum);
+        assert_eq!(getrlimit(Resource::Nofile).current, before.maximum);
+        setrlimit(Resource::Nofile, before).expect("put it back");
+    }
+}
