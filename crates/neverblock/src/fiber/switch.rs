@@ -296,7 +296,8 @@ pub(crate) fn switch_to(target: Rc<FiberInner>) -> Result<(), FiberError> {
 }
 
 /// [`switch_to`] with the thread's state at hand: a function of its own rather than a closure,
-/// so that it is inlined into the scheduler's one call site too.
+/// which LLVM left out of line, so that it is inlined into its callers (the scheduler's `dispatch`
+/// among them).
 #[inline(always)]
 fn switch_to_in(st: &State, target: Rc<FiberInner>) -> Result<(), FiberError> {
     refuse_while_unwinding(st)?;
