@@ -17,7 +17,7 @@ use super::error::{FiberError, PanicPayload};
 use super::local::Inherited;
 use super::rules::View;
 use super::stack::PooledStack;
-use super::state::{rc_from_borrowed, state, with_state, State, STATE};
+use super::state::{rc_from_borrowed, with_state, State, STATE};
 use super::switch_value::{post_error, post_value, receive, NOTHING};
 
 /// The panic payload that unwinds a dropped fiber's stack; the fiber's own root
@@ -292,26 +292,20 @@ pub(crate) fn transfer<T: 'static>(target: &Rc<FiberInner>, value: T) -> Result<
 /// stack that is gone.
 #[inline(always)]
 pub(crate) fn switch_to(target: Rc<FiberInner>) -> Result<(), FiberError> {
-    switch_to_in(state(), target)
-}
-
-/// [`switch_to`] with the thread's state at hand: a function of its own rather than a closure,
-/// which LLVM left out of line, so that it is inlined into its callers (the scheduler's `dispatch`
-/// among them).
-#[inline(always)]
-fn switch_to_in(st: &State, target: Rc<FiberInner>) -> Result<(), FiberError> {
-    refuse_while_unwinding(st)?;
-    if std::ptr::eq(Rc::as_ptr(&target), st.current_ptr()) {
-        return Ok(());
-    }
-    // The three states the transfer rules refuse, tested at once on this hot path;
-    // the rules themselves say which error it is.
-    if !target.resuming.get().is_null() || target.yielding.get() || target.status.get() == Status::Terminated {
-        super::rules::check_transfer(target.view_in(st))?;
-    }
-    st.value_slot.set(NOTHING);
-    hand_over(st, target);
-    receive(st)
+    with_state(|st| {
+        refuse_while_unwinding(st)?;
+        if std::ptr::eq(Rc::as_ptr(&target), st.current_ptr()) {
+            return Ok(());
+        }
+        // The three states the transfer rules refuse, tested at once on this hot path;
+        // the rules themselves say which error it is.
+        if !target.resuming.get().is_null() || target.yielding.get() || target.status.get() == Status::Terminated {
+            super::rules::check_transfer(target.view_in(st))?;
+        }
+        st.value_slot.set(NOTHING);
+        hand_over(st, target);
+        receive(st)
+    })
 }
 
 /// Ruby's `Fiber.yield(value)`.
