@@ -43,7 +43,8 @@ pub(crate) fn read_head<S: Read, T, E>(
     let mut new = conn.buffered().len();
     loop {
         let seen = conn.buffered().len().saturating_sub(new);
-        let ended = conn.buffered()[seen.min(conn.buffered().len())..].contains(&b'\n');
+        // From the end: a whole head's last byte is its LF, found at once.
+        let ended = conn.buffered()[seen.min(conn.buffered().len())..].iter().rev().any(|&b| b == b'\n');
         match parse(conn, ended).map_err(Unread::Refused)? {
             Some((len, _)) if len > max_head => return Err(Unread::TooLong),
             Some((len, head)) => {

@@ -27,7 +27,7 @@ pub(crate) fn is_valid_field(name: &str, value: &str) -> bool {
 
 /// Whether `s` is a token (RFC 9110 §5.6.2): a method, a field name.
 pub(crate) fn is_token(s: &str) -> bool {
-    !s.is_empty() && s.bytes().all(is_token_char)
+    !s.is_empty() && s.bytes().fold(true, |valid, b| valid & is_token_char(b))
 }
 
 /// Appends one field, `name: value`.

@@ -500,7 +500,8 @@ pub fn current_task_name() -> Option<String> {
 /// });
 /// ```
 pub fn turn_start() -> Option<Instant> {
-    scheduler::in_task().map(|s| s.turn_started())
+    // The scheduler borrowed, not counted: a read.
+    running::with(|s| s.current_task().map(|_| s.turn_started())).flatten()
 }
 
 #[cfg(test)]

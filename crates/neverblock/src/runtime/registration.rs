@@ -14,6 +14,7 @@ use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
+use super::running;
 use super::scheduler::{self, Scheduler, Wait, Woken};
 use super::waiter::{self, Waiter};
 use crate::reactor::poll_blocking;
@@ -60,8 +61,8 @@ impl Registration {
         if self.home.load(Ordering::Relaxed) == 0 {
             return true;
         }
-        let Some(s) = scheduler::current() else { return true };
-        self.token_in(&s).is_none_or(|token| s.reactor().is_ready(token, direction))
+        // The scheduler borrowed, not counted: nothing here switches.
+        running::with(|s| self.token_in(s).is_none_or(|token| s.reactor().is_ready(token, direction))).unwrap_or(true)
     }
 
     /// Notes that an operation in `direction` would block (it returned
@@ -70,11 +71,11 @@ impl Registration {
         if self.home.load(Ordering::Relaxed) == 0 {
             return;
         }
-        if let Some(s) = scheduler::current() {
-            if let Some(token) = self.token_in(&s) {
+        running::with(|s| {
+            if let Some(token) = self.token_in(s) {
                 s.reactor().clear_ready(token, direction);
             }
-        }
+        });
     }
 
     /// Parks the calling fiber until `fd` is ready for `direction`, `deadline`

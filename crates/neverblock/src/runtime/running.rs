@@ -67,6 +67,13 @@ pub(super) fn wake_if_here(id: u64, turn: Turn) -> bool {
     }
 }
 
+/// Runs `f` on this thread's scheduler, borrowed without a count, if a runtime runs here. For
+/// reads and notes that return without switching fibers (an fd's readiness): `f` must not switch.
+#[inline(always)]
+pub(super) fn with<R>(f: impl FnOnce(&Scheduler) -> R) -> Option<R> {
+    borrow().map(f)
+}
+
 /// Whether a task of this thread's scheduler is running (so the caller may park it).
 #[cfg(feature = "hooks")]
 #[inline(always)]
