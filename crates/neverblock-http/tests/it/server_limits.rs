@@ -56,6 +56,18 @@ fn limits_are_answered_with_their_own_status() {
 }
 
 #[test]
+fn a_request_line_at_the_limit_is_served_and_one_byte_more_is_414() {
+    let server = limited();
+    for (extra, status) in [(0, 200), (1, 414)] {
+        // "GET /" and " HTTP/1.1" around the path: 100 bytes in all, then one more.
+        let line = format!("GET /{} HTTP/1.1", "a".repeat(100 - 14 + extra));
+        assert_eq!(line.len(), 100 + extra);
+        let answer = server.send(format!("{line}\r\nHost: x\r\nConnection: close\r\n\r\n"));
+        assert!(answer.starts_with(&format!("HTTP/1.1 {status} ")), "{} bytes: {answer:?}", line.len());
+    }
+}
+
+#[test]
 fn malformed_and_ambiguous_requests_are_400() {
     let server = limited();
     let chunked = "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
