@@ -43,8 +43,9 @@ pub(crate) fn read_head<S: Read, T, E>(
     let mut new = conn.buffered().len();
     loop {
         let seen = conn.buffered().len().saturating_sub(new);
-        // From the end: a whole head's last byte is its LF, found at once.
-        let ended = conn.buffered()[seen.min(conn.buffered().len())..].iter().rev().any(|&b| b == b'\n');
+        // The usual read ends with its head, whose last byte is a LF: checked first, before a scan.
+        let fresh = &conn.buffered()[seen.min(conn.buffered().len())..];
+        let ended = fresh.last() == Some(&b'\n') || fresh.contains(&b'\n');
         match parse(conn, ended).map_err(Unread::Refused)? {
             Some((len, _)) if len > max_head => return Err(Unread::TooLong),
             Some((len, head)) => {

@@ -31,6 +31,8 @@ fn limits_are_answered_with_their_own_status() {
     let server = limited();
     let long_line = format!("GET /{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(100));
     let unfinished_line = format!("GET /{}", "a".repeat(200));
+    // One byte over the limit, and no more sent: refused however short the buffer.
+    let unfinished_just_over = format!("GET /{}", "a".repeat(96));
     let long_head = format!("GET / HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n", "b".repeat(1000));
     let many = format!("GET / HTTP/1.1\r\nHost: x\r\n{}\r\n", "X-A: 1\r\n".repeat(10));
     let big_chunked = format!(
@@ -40,6 +42,7 @@ fn limits_are_answered_with_their_own_status() {
     let cases: &[(&[u8], u16)] = &[
         (long_line.as_bytes(), 414),
         (unfinished_line.as_bytes(), 414),
+        (unfinished_just_over.as_bytes(), 414),
         (long_head.as_bytes(), 431),
         (many.as_bytes(), 431),
         (b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1001\r\n\r\n", 413),

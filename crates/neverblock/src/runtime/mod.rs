@@ -500,8 +500,7 @@ pub fn current_task_name() -> Option<String> {
 /// });
 /// ```
 pub fn turn_start() -> Option<Instant> {
-    // The scheduler borrowed, not counted: a read.
-    running::with(|s| s.current_task().map(|_| s.turn_started())).flatten()
+    running::turn_started_in_task()
 }
 
 #[cfg(test)]

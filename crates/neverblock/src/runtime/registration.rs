@@ -51,31 +51,31 @@ impl Registration {
 
     /// The token of this fd in `s`'s reactor, if that is its home.
     fn token_in(&self, s: &Scheduler) -> Option<Token> {
-        (self.home.load(Ordering::Relaxed) == s.id()).then(|| Token::from_raw(self.token.load(Ordering::Relaxed)))
+        (self.home.load(Ordering::Relaxed) == s.id()).then(|| self.token())
+    }
+
+    /// The token of the registration with the home loop (meaningless without a home).
+    fn token(&self) -> Token {
+        Token::from_raw(self.token.load(Ordering::Relaxed))
     }
 
     /// Whether an operation in `direction` is worth trying: always, unless this
     /// thread's loop is the fd's home and has seen it would block, with no
     /// readiness reported since.
     pub(crate) fn may_be_ready(&self, direction: Direction) -> bool {
-        if self.home.load(Ordering::Relaxed) == 0 {
-            return true;
+        match self.home.load(Ordering::Relaxed) {
+            0 => true,
+            home => running::fd_may_be_ready(home, self.token(), direction).unwrap_or(true),
         }
-        // The scheduler borrowed, not counted: nothing here switches.
-        running::with(|s| self.token_in(s).is_none_or(|token| s.reactor().is_ready(token, direction))).unwrap_or(true)
     }
 
     /// Notes that an operation in `direction` would block (it returned
     /// `WouldBlock`, or a stream's came back short): the next one parks first.
     pub(crate) fn clear_ready(&self, direction: Direction) {
-        if self.home.load(Ordering::Relaxed) == 0 {
-            return;
+        match self.home.load(Ordering::Relaxed) {
+            0 => {}
+            home => running::fd_would_block(home, self.token(), direction),
         }
-        running::with(|s| {
-            if let Some(token) = self.token_in(s) {
-                s.reactor().clear_ready(token, direction);
-            }
-        });
     }
 
     /// Parks the calling fiber until `fd` is ready for `direction`, `deadline`

@@ -8,9 +8,11 @@
 
 use std::cell::Cell;
 use std::rc::Rc;
+use std::time::Instant;
 
 use super::scheduler::Scheduler;
-use crate::reactor::Turn;
+use crate::reactor::source::Token;
+use crate::reactor::{Direction, Turn};
 
 thread_local! {
     /// Holds this thread's scheduler from `enter` until its guard drops.
@@ -67,11 +69,26 @@ pub(super) fn wake_if_here(id: u64, turn: Turn) -> bool {
     }
 }
 
-/// Runs `f` on this thread's scheduler, borrowed without a count, if a runtime runs here. For
-/// reads and notes that return without switching fibers (an fd's readiness): `f` must not switch.
+/// Whether the fd registered as `token` may be ready for `direction`, when this thread's
+/// scheduler is its `home` (`None` otherwise). A read of the reactor's table: no switch.
 #[inline(always)]
-pub(super) fn with<R>(f: impl FnOnce(&Scheduler) -> R) -> Option<R> {
-    borrow().map(f)
+pub(super) fn fd_may_be_ready(home: u64, token: Token, direction: Direction) -> Option<bool> {
+    borrow().filter(|s| s.id() == home).map(|s| s.reactor().is_ready(token, direction))
+}
+
+/// Notes that an operation in `direction` on the fd registered as `token` would block, when this
+/// thread's scheduler is its `home`. A write to the reactor's table: no switch.
+#[inline(always)]
+pub(super) fn fd_would_block(home: u64, token: Token, direction: Direction) {
+    if let Some(s) = borrow().filter(|s| s.id() == home) {
+        s.reactor().clear_ready(token, direction);
+    }
+}
+
+/// When the running turn of this thread's scheduler began, if one of its tasks runs. A read.
+#[inline(always)]
+pub(super) fn turn_started_in_task() -> Option<Instant> {
+    borrow().filter(|s| s.current_task().is_some()).map(Scheduler::turn_started)
 }
 
 /// Whether a task of this thread's scheduler is running (so the caller may park it).
@@ -95,7 +112,8 @@ fn borrow<'a>() -> Option<&'a Scheduler> {
     let ptr = RUNNING.get();
     // SAFETY: non-null, `ptr` points into the `Rc` that `OWNER` holds (see `get`). The
     // callers use the reference only for calls that return without switching fibers
-    // (a task-state read, `Scheduler::wake`, `Scheduler::id`);
+    // (task-state reads, `Scheduler::wake`, `Scheduler::id`, the reactor's readiness
+    // table, the turn's start);
     // `OWNER` lets go of it only when `enter`'s guard drops, which happens on the root
     // fiber, after `RUNNING` is null: so not while such a call runs, on any fiber.
     unsafe { ptr.as_ref() }
