@@ -244,6 +244,14 @@ pub(crate) fn elements(value: &[u8]) -> impl DoubleEndedIterator<Item = &[u8]> {
     value.split(|&b| b == b',').map(<[u8]>::trim_ascii)
 }
 
+/// Whether every byte of `bytes` passes `ok`. Each byte is looked at, without a branch each, so the
+/// compiler checks many at once: for the fields of a head, which are valid in the usual case and
+/// so read whole anyway.
+#[inline]
+pub(crate) fn every_byte(bytes: &[u8], ok: impl Fn(u8) -> bool) -> bool {
+    bytes.iter().fold(true, |valid, &b| valid & ok(b))
+}
+
 /// Whether `name`, a field name (a token, as httparse checked), is `lower`, a name of lowercase
 /// letters and `-`, in any case. Setting bit 5 lowercases a letter and leaves `-` as it is, and
 /// makes no other token character a letter or `-`: one OR a byte, not `eq_ignore_ascii_case`'s two

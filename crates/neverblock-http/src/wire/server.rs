@@ -19,7 +19,7 @@ use std::ops::Range;
 use super::fields::{FramingFields, LengthError};
 use super::head::Head;
 use super::read::{read_head, with_field_slots, Unread};
-use super::{is_named, BufferedConn, Framing, Limits};
+use super::{every_byte, is_named, BufferedConn, Framing, Limits};
 
 /// A request the server answers itself with `status`, then closes the connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -269,8 +269,7 @@ fn request_framing(fields: &FramingFields<'_>, version: u8, limits: &Limits) -> 
 /// those of a registered name, an IP literal in brackets, or an IPv4 address (empty is allowed:
 /// a target without an authority). Only the bytes are checked, as Go's `ValidHostHeader` does.
 fn is_valid_host(value: &[u8]) -> bool {
-    // Every byte looked at, without a branch each (a valid value, the usual case, is read whole).
-    value.iter().fold(true, |valid, &b| valid & HOST_BYTES[usize::from(b)])
+    every_byte(value, |b| HOST_BYTES[usize::from(b)])
 }
 
 /// The bytes a `Host` value may hold: letters, digits and `-._~%!$&'()*+,;=:[]`, one lookup a byte.

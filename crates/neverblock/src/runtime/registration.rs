@@ -63,19 +63,14 @@ impl Registration {
     /// thread's loop is the fd's home and has seen it would block, with no
     /// readiness reported since.
     pub(crate) fn may_be_ready(&self, direction: Direction) -> bool {
-        match self.home.load(Ordering::Relaxed) {
-            0 => true,
-            home => running::fd_may_be_ready(home, self.token(), direction).unwrap_or(true),
-        }
+        // No home (0) is no scheduler's number: worth trying, as on another loop.
+        running::fd_may_be_ready(self.home.load(Ordering::Relaxed), self.token(), direction).unwrap_or(true)
     }
 
     /// Notes that an operation in `direction` would block (it returned
     /// `WouldBlock`, or a stream's came back short): the next one parks first.
     pub(crate) fn clear_ready(&self, direction: Direction) {
-        match self.home.load(Ordering::Relaxed) {
-            0 => {}
-            home => running::fd_would_block(home, self.token(), direction),
-        }
+        running::fd_would_block(self.home.load(Ordering::Relaxed), self.token(), direction);
     }
 
     /// Parks the calling fiber until `fd` is ready for `direction`, `deadline`

@@ -60,27 +60,21 @@ pub(super) fn get(running_task: bool) -> Option<Rc<Scheduler>> {
 /// work and never switches fibers, so the scheduler is borrowed without a count.
 #[inline(always)]
 pub(super) fn wake_if_here(id: u64, turn: Turn) -> bool {
-    match borrow() {
-        Some(scheduler) if scheduler.id() == id => {
-            scheduler.wake(turn);
-            true
-        }
-        _ => false,
-    }
+    borrow_if(id).map(|scheduler| scheduler.wake(turn)).is_some()
 }
 
 /// Whether the fd registered as `token` may be ready for `direction`, when this thread's
 /// scheduler is its `home` (`None` otherwise). A read of the reactor's table: no switch.
 #[inline(always)]
 pub(super) fn fd_may_be_ready(home: u64, token: Token, direction: Direction) -> Option<bool> {
-    borrow().filter(|s| s.id() == home).map(|s| s.reactor().is_ready(token, direction))
+    borrow_if(home).map(|s| s.reactor().is_ready(token, direction))
 }
 
 /// Notes that an operation in `direction` on the fd registered as `token` would block, when this
 /// thread's scheduler is its `home`. A write to the reactor's table: no switch.
 #[inline(always)]
 pub(super) fn fd_would_block(home: u64, token: Token, direction: Direction) {
-    if let Some(s) = borrow().filter(|s| s.id() == home) {
+    if let Some(s) = borrow_if(home) {
         s.reactor().clear_ready(token, direction);
     }
 }
@@ -102,6 +96,12 @@ pub(super) fn runs_task() -> bool {
 #[inline(always)]
 pub(super) fn id() -> u64 {
     borrow().map_or(0, Scheduler::id)
+}
+
+/// [`borrow`], when this thread's scheduler is the one numbered `id` (never 0).
+#[inline(always)]
+fn borrow_if<'a>(id: u64) -> Option<&'a Scheduler> {
+    borrow().filter(|scheduler| scheduler.id() == id)
 }
 
 /// This thread's scheduler, borrowed for a call that does not switch fibers.
