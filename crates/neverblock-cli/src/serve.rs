@@ -49,6 +49,13 @@ pub(crate) struct ServeArgs {
     /// spreads new connections over all of them. Without it a port in use is an error.
     #[arg(long)]
     pub(crate) reuse_port: bool,
+    /// Leave the loops unpinned: they run wherever the scheduler puts them, and the kernel spreads
+    /// new connections by a hash of their addresses. By default each loop is pinned to a CPU of
+    /// its own (when there are no more loops than CPUs) and takes the connections whose packets
+    /// arrive on that CPU, passing new ones on to the least busy loop once it holds more than its
+    /// share.
+    #[arg(long)]
+    pub(crate) no_pin: bool,
     /// Write the pid of the serving process to this file once it serves; a process started by
     /// SIGUSR2 writes its own once it has taken over. Removed at exit by the process it names.
     #[arg(long, value_name = "PATH")]
@@ -151,6 +158,7 @@ pub(crate) fn run(args: ServeArgs, mut handed: ListenFds) -> anyhow::Result<()> 
         .shutdown_on_signals()
         .http2(!args.no_http2)
         .reuse_port(args.reuse_port)
+        .pin_loops(!args.no_pin)
         .on_ready(on_ready(pid_file.clone(), ready_pipe))
         .stall_warning(args.stall_warning);
     if let Some(hook) = response_hook(log.clone(), metrics.clone()) {

@@ -272,10 +272,15 @@ impl Serve {
 
     /// Serves `dir` with one loop on a free port, started by a shell after `prefix`.
     fn start_after(dir: &std::path::Path, prefix: &str) -> Serve {
+        Serve::start_with(dir, prefix, "--workers 1")
+    }
+
+    /// Serves `dir` on a free port with the options `options`, started by a shell after `prefix`.
+    fn start_with(dir: &std::path::Path, prefix: &str, options: &str) -> Serve {
         use std::io::BufRead;
         let mut child = Command::new("sh")
             .arg("-c")
-            .arg(format!("{prefix}exec \"$0\" serve \"$1\" --listen 127.0.0.1:0 --workers 1"))
+            .arg(format!("{prefix}exec \"$0\" serve \"$1\" --listen 127.0.0.1:0 {options}"))
             .arg(env!("CARGO_BIN_EXE_neverblock"))
             .arg(dir)
             .stdout(std::process::Stdio::piped())
@@ -419,6 +424,43 @@ fn serve_raises_its_soft_descriptor_limit_to_the_hard_one() {
     assert_ne!(numbers[0], (hard / 2).to_string(), "the soft limit was raised: {line}");
     assert_eq!(numbers[0], numbers[1], "soft equals hard: {line}");
     server.stop();
+}
+
+#[test]
+fn serve_pins_each_loop_to_a_cpu_of_its_own_unless_told_not_to() {
+    let allowed = rustix::thread::sched_getaffinity(None).unwrap();
+    if allowed.count() < 2 {
+        eprintln!("skipped: one CPU allowed, so no loop is pinned");
+        return;
+    }
+    let dir = Dir::new("serve-pin");
+    std::fs::write(dir.0.join("a.txt"), "a").unwrap();
+    let everywhere = cpus_allowed(&std::fs::read_to_string("/proc/thread-self/status").unwrap());
+    for (options, pinned) in [("--workers 2", true), ("--workers 2 --no-pin", false)] {
+        let mut server = Serve::start_with(&dir.0, "", options);
+        // Answered, so its loops run (the startup line comes before they start).
+        assert!(String::from_utf8(server.get("/a.txt")).unwrap().starts_with("HTTP/1.1 200 OK\r\n"));
+        let second_loop = cpus_allowed(&thread_status(server.child.id(), "neverblock-1"));
+        if pinned {
+            assert!(second_loop.parse::<usize>().is_ok(), "{options}: one CPU, not {second_loop}");
+        } else {
+            assert_eq!(second_loop, everywhere, "{options}");
+        }
+        server.stop();
+    }
+}
+
+/// The `status` of the thread named `name` of process `pid`.
+fn thread_status(pid: u32, name: &str) -> String {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().map(|task| task.unwrap().path());
+    let mut statuses = tasks.map(|task| std::fs::read_to_string(task.join("status")).unwrap());
+    statuses.find(|status| status.lines().next() == Some(&format!("Name:\t{name}"))).expect("the thread")
+}
+
+/// The CPUs a thread's `status` says it may run on, as listed there (`0-1`, `1`).
+fn cpus_allowed(status: &str) -> String {
+    let line = status.lines().find(|l| l.starts_with("Cpus_allowed_list:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().to_owned()
 }
 
 #[test]

@@ -84,6 +84,7 @@ pub struct ServerBuilder {
     signals: bool,
     http2: bool,
     reuse_port: bool,
+    pin_loops: bool,
     stall_warning: Duration,
 }
 
@@ -106,6 +107,7 @@ impl Default for ServerBuilder {
             signals: false,
             http2: true,
             reuse_port: false,
+            pin_loops: true,
             stall_warning: neverblock::runtime::DEFAULT_STALL_WARNING,
         }
     }
@@ -120,6 +122,7 @@ impl fmt::Debug for ServerBuilder {
             .field("signals", &self.signals)
             .field("http2", &self.http2)
             .field("reuse_port", &self.reuse_port)
+            .field("pin_loops", &self.pin_loops)
             .field("stall_warning", &self.stall_warning)
             .finish_non_exhaustive()
     }
@@ -139,6 +142,28 @@ impl ServerBuilder {
     /// ```
     pub fn workers(mut self, n: usize) -> ServerBuilder {
         self.workers = Some(n.max(1));
+        self
+    }
+
+    /// Pins each loop to a CPU of its own and has the kernel hand each loop the connections
+    /// whose packets arrive on its CPU (default: on). A request is then woken, read, handled and
+    /// answered on the CPU that received it, with no wake-up sent to another CPU; a loop that
+    /// gets more than its share (every packet arriving on one CPU, from a network card with one
+    /// queue) passes new connections to the loop with the fewest. Nothing is pinned when there
+    /// is one loop, nor when there are more loops than CPUs the process may use. Off: the loops run wherever the scheduler
+    /// puts them, and the kernel spreads connections by a hash of their addresses; a machine
+    /// whose CPUs other busy processes share may prefer that.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock_http::server::Server;
+    ///
+    /// let server = Server::builder().workers(2).pin_loops(false).bind("127.0.0.1:0").unwrap();
+    /// # drop(server);
+    /// ```
+    pub fn pin_loops(mut self, pin: bool) -> ServerBuilder {
+        self.pin_loops = pin;
         self
     }
 
@@ -526,6 +551,11 @@ impl ServerBuilder {
     /// ```
     pub fn bind_sockets_tls(self, sockets: Vec<std::net::TcpListener>, tls: &TlsConfig) -> Result<Server, Error> {
         Server::new(self)?.listen_sockets_tls(sockets, tls)
+    }
+
+    /// Whether the loops are pinned to CPUs.
+    pub(super) fn pins_loops(&self) -> bool {
+        self.pin_loops
     }
 
     /// How many loops the server runs.

@@ -16,12 +16,12 @@ use std::net::{SocketAddr, TcpListener as StdListener, ToSocketAddrs};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use neverblock::net::TcpListener;
+use neverblock::net::{TcpListener, TcpStream};
 use neverblock::runtime::TaskBuilder;
 
 use super::registry::{is_out_of_descriptors, SHED_WAIT};
 use super::tls::TlsConfig;
-use super::{connection, naming, ServerLoop};
+use super::{connection, naming, steering, ServerLoop};
 use crate::error::{Error, ErrorKind};
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(5);
@@ -192,9 +192,17 @@ fn listen_error(what: &str, e: io::Error) -> Error {
 }
 
 /// Accepts connections until cancelled (a shutdown) or the listener fails; returns the failure.
-pub(super) fn accept_loop(listener: TcpListener, tls: Option<TlsConfig>, server_loop: Rc<ServerLoop>) -> io::Error {
+/// On a listener `steered` to this loop's CPU, a loop holding more than its share of connections
+/// passes new ones to the loop with the fewest (see [`steering`]).
+pub(super) fn accept_loop(
+    listener: TcpListener,
+    tls: Option<TlsConfig>,
+    server_loop: Rc<ServerLoop>,
+    steered: bool,
+) -> io::Error {
     let mut backoff = None::<Duration>;
     let mut shedding = ShedLog::default();
+    let mut balance = steering::Balance::default();
     loop {
         match listener.accept() {
             Ok((stream, peer)) => {
@@ -202,15 +210,9 @@ pub(super) fn accept_loop(listener: TcpListener, tls: Option<TlsConfig>, server_
                     log::warn!("accepting again");
                 }
                 server_loop.registry.counters().accepted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let name = naming::connection(peer, tls.is_some());
-                let stream = Rc::new(stream);
-                let registered = server_loop.registry.enter(stream.clone());
-                let (server_loop, tls) = (server_loop.clone(), tls.clone());
-                if let Err(e) = TaskBuilder::new()
-                    .name(&name)
-                    .try_spawn(move || connection::serve(stream, registered, peer, &server_loop, tls.as_ref()))
-                {
-                    log::error!("connection from {peer} closed unserved: {e}");
+                match steered.then(|| balance.elsewhere(&server_loop)).flatten() {
+                    Some(to) => steering::hand_over(stream, peer, tls.clone(), to),
+                    None => serve_accepted(stream, peer, &server_loop, tls.clone()),
                 }
             }
             Err(e) if is_out_of_descriptors(&e) => {
@@ -227,6 +229,25 @@ pub(super) fn accept_loop(listener: TcpListener, tls: Option<TlsConfig>, server_
             Err(e) if is_transient(&e) => {}
             Err(e) => return e,
         }
+    }
+}
+
+/// Serves `stream`, a connection from `peer`, on `server_loop`, in a fiber of its own.
+pub(super) fn serve_accepted(
+    stream: TcpStream,
+    peer: SocketAddr,
+    server_loop: &Rc<ServerLoop>,
+    tls: Option<TlsConfig>,
+) {
+    let name = naming::connection(peer, tls.is_some());
+    let stream = Rc::new(stream);
+    let registered = server_loop.registry.enter(stream.clone());
+    let server_loop = server_loop.clone();
+    if let Err(e) = TaskBuilder::new()
+        .name(&name)
+        .try_spawn(move || connection::serve(stream, registered, peer, &server_loop, tls.as_ref()))
+    {
+        log::error!("connection from {peer} closed unserved: {e}");
     }
 }
 

@@ -57,6 +57,7 @@ mod registry;
 mod request;
 mod response;
 mod shutdown;
+mod steering;
 mod timed;
 mod tls;
 
@@ -182,6 +183,9 @@ impl fmt::Debug for Server {
 struct ServerLoop {
     config: Arc<Config>,
     registry: Rc<Registry>,
+    /// Which loop this is.
+    index: usize,
+    state: Arc<ServerState>,
 }
 
 impl Server {
@@ -398,16 +402,25 @@ impl Server {
         let loops = settings.loops();
         let handover = listeners.iter().map(ListeningSockets::of).collect::<std::io::Result<Vec<_>>>();
         *state.handover.lock().unwrap_or_else(|p| p.into_inner()) = handover.map_err(server_error)?;
-        let mut per_loop: Vec<Vec<(std::net::TcpListener, Option<TlsConfig>)>> =
-            (0..loops).map(|_| Vec::new()).collect();
+        let mut per_loop: Vec<Vec<LoopListener>> = (0..loops).map(|_| Vec::new()).collect();
         for listener in listeners {
             let tls =
                 listener.tls.as_ref().map(|tls| if settings.speaks_http2() { tls.clone() } else { tls.without_h2() });
+            // Fewer sockets than loops are shared between loops, and a shared one cannot be
+            // steered to the CPU of any one of them.
+            let alone = listener.sockets.len() >= loops;
             for (index, sockets) in listener.per_loop(loops).map_err(server_error)?.into_iter().enumerate() {
-                per_loop[index].extend(sockets.into_iter().map(|socket| (socket, tls.clone())));
+                per_loop[index].extend(sockets.into_iter().map(|socket| LoopListener {
+                    socket,
+                    tls: tls.clone(),
+                    alone,
+                }));
             }
         }
-        let ended = Builder::new().threads(loops).stall_warning(settings.stall_threshold()).run(move || {
+        // One loop has no other to take the connections of its CPU: left where the scheduler puts it.
+        let pin = settings.pins_loops() && loops > 1;
+        let runtime = Builder::new().threads(loops).pin_threads(pin).stall_warning(settings.stall_threshold());
+        let ended = runtime.run(move || {
             let (guard, reader) = signals.map_or((None, None), |(guard, reader)| (Some(guard), Some(reader)));
             let watcher =
                 reader.map(|reader| neverblock::spawn_named("signals", move || Signals::watch(reader, handle)));
@@ -441,28 +454,33 @@ impl Server {
     }
 }
 
+/// A listening socket a loop accepts on.
+struct LoopListener {
+    socket: std::net::TcpListener,
+    tls: Option<TlsConfig>,
+    /// Whether no other loop accepts on it.
+    alone: bool,
+}
+
 /// Runs one loop: an accept loop in a fiber for each of its listeners, and its controller here
 /// until the loop's part of the shutdown is done.
-fn serve_loop(
-    index: usize,
-    listeners: Vec<(std::net::TcpListener, Option<TlsConfig>)>,
-    config: Arc<Config>,
-    state: Arc<ServerState>,
-) {
+fn serve_loop(index: usize, listeners: Vec<LoopListener>, config: Arc<Config>, state: Arc<ServerState>) {
     let grace = config.timeouts.shutdown;
     let registry = Rc::new(Registry::new(state.controls[index].clone(), state.counters[index].clone()));
     registry.make_current();
-    let server_loop = Rc::new(ServerLoop { config, registry: registry.clone() });
+    let server_loop = Rc::new(ServerLoop { config, registry: registry.clone(), index, state: state.clone() });
+    steering::make_current(&server_loop);
     let accepts: Vec<JoinHandle<()>> = listeners
         .into_iter()
-        .map(|(listener, tls)| match TcpListener::from_std(listener) {
+        .map(|LoopListener { socket, tls, alone }| (alone && steering::steer(&socket, index), socket, tls))
+        .map(|(steered, listener, tls)| match TcpListener::from_std(listener) {
             Ok(listener) => {
                 let (failed, server_loop) = (state.clone(), server_loop.clone());
                 let scheme = if tls.is_some() { "https" } else { "http" };
                 let url =
                     listener.local_addr().map_or_else(|_| format!("{scheme}://?/"), |a| format!("{scheme}://{a}/"));
                 neverblock::spawn_named(&naming::accept_loop(&url), move || {
-                    let error = listen::accept_loop(listener, tls, server_loop);
+                    let error = listen::accept_loop(listener, tls, server_loop, steered);
                     failed.fail(format!("accepting on loop {index} failed: {error}"));
                 })
             }

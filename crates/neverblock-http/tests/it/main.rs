@@ -48,6 +48,8 @@ mod serving;
 mod static_files;
 #[cfg(feature = "server")]
 mod static_freshness;
+#[cfg(feature = "server")]
+mod steering;
 #[cfg(all(feature = "client", feature = "server"))]
 mod upstream;
 #[cfg(feature = "server")]

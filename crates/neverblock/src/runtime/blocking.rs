@@ -131,6 +131,7 @@ fn queue(pool: &Pool, state: &mut State, job: BlockingCall) {
 }
 
 fn work() {
+    super::pinning::release_helper_thread();
     let pool = pool();
     let mut state = pool.state.lock().ignore_poison();
     loop {

@@ -49,6 +49,7 @@ mod blocking;
 pub(crate) mod fd_waits;
 mod identities;
 mod label;
+mod pinning;
 pub(crate) mod polling;
 pub(crate) mod registration;
 mod remote;
@@ -74,6 +75,7 @@ pub use blocking::{spawn_blocking, MAX_BLOCKING_THREADS};
 // Also here, where it first lived; it sits above `sync`, whose `Notify` its workers wait on.
 pub use crate::fiber_pool::FiberPool;
 pub use label::{TaskActivity, ACTIVITY_BYTES};
+pub use pinning::pinned_cpu;
 pub use scheduler::{LoopStats, Parked, TurnHistogram};
 pub use stats::stats;
 pub use task::{JoinError, JoinHandle};

@@ -63,6 +63,7 @@ pub(crate) fn threads() -> usize {
 
 /// The sentinel thread: looks, sleeps a quarter of the smallest threshold, looks again.
 fn run() {
+    super::pinning::release_helper_thread();
     loop {
         let period = {
             let mut watched = WATCHED.lock().ignore_poison();

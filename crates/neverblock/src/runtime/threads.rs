@@ -11,6 +11,7 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::Duration;
 
+use super::pinning;
 use super::remote::RemoteHandle;
 use super::reply::{reply, NoReply, ReplyReceiver, ReplySender};
 use super::scheduler::{self, Wait};
@@ -31,6 +32,7 @@ use crate::fiber::PanicPayload;
 #[derive(Debug, Clone)]
 pub struct Builder {
     threads: usize,
+    pin: bool,
     settings: LoopSettings,
 }
 
@@ -73,7 +75,7 @@ thread_local! {
 impl Builder {
     /// One thread: the calling one (what [`run`](crate::run) does).
     pub fn new() -> Builder {
-        Builder { threads: 1, settings: LoopSettings::default() }
+        Builder { threads: 1, pin: false, settings: LoopSettings::default() }
     }
 
     /// Runs `n` loops: the calling thread's and `n - 1` more (at least 1). A server
@@ -136,6 +138,33 @@ impl Builder {
         self
     }
 
+    /// Pins loop `i` to the `i`-th CPU the calling thread may run on (default: no pinning), when
+    /// there are no more loops than such CPUs; [`pinned_cpu`](super::pinned_cpu) says where a
+    /// loop runs. A pinned loop keeps its caches and is where the kernel can steer the
+    /// connections whose packets its CPU handles (what the HTTP server does); the price is that
+    /// the scheduler can no longer move it off a CPU something else keeps busy. The calling
+    /// thread, loop 0, gets its CPUs back when [`run`](Builder::run) returns; threads the
+    /// runtime starts for itself (the blocking pool, the sentinel) run on all of them, but a
+    /// thread a fiber starts inherits its loop's one CPU, as any thread inherits its starter's.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use neverblock::runtime::{pinned_cpu, spawn_on, Builder};
+    ///
+    /// let runtime = Builder::new().threads(2).pin_threads(true);
+    /// let cpus = runtime.run(|| [pinned_cpu(), spawn_on(1, pinned_cpu).join().unwrap()]);
+    /// if rustix::thread::sched_getaffinity(None).unwrap().count() >= 2 {
+    ///     assert!(cpus[0].is_some() && cpus[0] != cpus[1]);
+    /// } else {
+    ///     assert_eq!(cpus, [None, None]); // two loops would take turns on one CPU: neither is pinned
+    /// }
+    /// ```
+    pub fn pin_threads(mut self, pin: bool) -> Builder {
+        self.pin = pin;
+        self
+    }
+
     /// Runs `f` in a fiber on the calling thread's loop; when it returns, the other
     /// loops stop (their fibers are cancelled) and their threads are joined.
     ///
@@ -148,18 +177,22 @@ impl Builder {
         let settings = self.settings;
         // Once, before the loop threads exist, so that none of them waits on a growth.
         crate::sys::descriptors::grow_table();
+        let cpus = if self.pin { pinning::plan(self.threads) } else { None };
+        let cpu_of = |index: usize| cpus.as_ref().map(|cpus| cpus[index]);
         let (registry_txs, workers): (Vec<_>, Vec<_>) = (1..self.threads)
             .map(|index| {
                 let ready = ready_tx.clone();
                 let (registry_tx, registry_rx) = reply::<Arc<Vec<Loop>>>();
+                let cpu = cpu_of(index);
                 let worker = thread::Builder::new()
                     .name(format!("neverblock-{index}"))
-                    .spawn(move || worker(index, settings, ready, registry_rx))
+                    .spawn(move || worker(index, cpu, settings, ready, registry_rx))
                     .unwrap_or_else(|e| panic!("neverblock: cannot start loop thread {index}: {e}"));
                 (registry_tx, worker)
             })
             .unzip();
         drop(ready_tx);
+        let unpinned = cpu_of(0).and_then(|cpu| pinning::pin(0, cpu));
         let value = super::run_with(settings, move || {
             let s = scheduler::current().expect("inside run");
             let mut loops: Vec<Option<Loop>> = (0..self.threads).map(|_| None).collect();
@@ -180,6 +213,9 @@ impl Builder {
         for worker in workers {
             let _ = worker.join();
         }
+        if let Some(before) = unpinned {
+            pinning::unpin(&before);
+        }
         value
     }
 }
@@ -187,10 +223,14 @@ impl Builder {
 /// A loop thread: reports its loop, learns the others, runs until told to stop.
 fn worker(
     index: usize,
+    cpu: Option<usize>,
     settings: LoopSettings,
     ready: mpsc::Sender<(usize, Loop, ReplySender<()>)>,
     registry: ReplyReceiver<Arc<Vec<Loop>>>,
 ) {
+    if let Some(cpu) = cpu {
+        pinning::pin(index, cpu);
+    }
     super::run_with(settings, move || {
         let s = scheduler::current().expect("inside run");
         INDEX.with(|i| i.set(index));

@@ -1,0 +1,103 @@
+//! Loops pinned to CPUs, each taking the connections that arrive on its CPU, and passing new ones
+//! on once it holds more than its share. On loopback a connection arrives on the CPU of the thread
+//! that connects, so a client thread pinned to a CPU stands for a network card's queue.
+
+use std::io::{BufReader, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::{mpsc, Mutex};
+use std::time::Duration;
+
+use neverblock::runtime::{pinned_cpu, thread_index};
+use neverblock_http::server::{Request, Response, Server};
+use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};
+
+use crate::serving::{read_reply, Running, PATIENCE};
+
+/// The first two CPUs this process may run on, or `None` (and a note) with fewer.
+fn two_cpus() -> Option<[usize; 2]> {
+    let allowed = sched_getaffinity(None).unwrap();
+    let cpus: Vec<usize> = (0..CpuSet::MAX_CPU).filter(|&cpu| allowed.is_set(cpu)).take(2).collect();
+    if cpus.len() < 2 {
+        eprintln!("skipped: one CPU allowed, so no loop is pinned");
+        return None;
+    }
+    Some([cpus[0], cpus[1]])
+}
+
+/// A server of two loops answering each request with its loop's CPU and number, once both loops
+/// accept (a connection that comes before its loop has marked its listener is spread by hash).
+fn telling_where(pin: bool) -> Running {
+    let (ready, serving) = mpsc::channel();
+    let ready = Mutex::new(ready);
+    let builder = Server::builder().workers(2).pin_loops(pin).on_ready(move || ready.lock().unwrap().send(()).unwrap());
+    let running = Running::with(builder, |_: &mut Request<'_>| {
+        Response::new(200).body(format!("{:?} {}", pinned_cpu(), thread_index()))
+    });
+    serving.recv_timeout(PATIENCE).unwrap();
+    running
+}
+
+/// What the server says of where it answered a request on `stream`, kept alive.
+fn where_served(stream: &mut BufReader<TcpStream>) -> String {
+    stream.get_mut().write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    read_reply(stream, false).text()
+}
+
+/// On a thread pinned to `cpu`: opens `count` connections to `addr`, one after another, and asks
+/// each where it is served; returns the connections (kept open) and the answers.
+fn connect_from(cpu: usize, addr: SocketAddr, count: usize) -> (Vec<BufReader<TcpStream>>, Vec<String>) {
+    std::thread::spawn(move || {
+        let mut only = CpuSet::new();
+        only.set(cpu);
+        sched_setaffinity(None, &only).unwrap();
+        let mut streams = Vec::new();
+        let mut answers = Vec::new();
+        for _ in 0..count {
+            let stream = TcpStream::connect(addr).unwrap();
+            stream.set_read_timeout(Some(PATIENCE)).unwrap();
+            let mut stream = BufReader::new(stream);
+            answers.push(where_served(&mut stream));
+            streams.push(stream);
+        }
+        (streams, answers)
+    })
+    .join()
+    .unwrap()
+}
+
+#[test]
+fn each_connection_is_served_by_the_loop_pinned_to_the_cpu_it_arrived_on() {
+    let Some(cpus) = two_cpus() else { return };
+    let server = telling_where(true);
+    for (index, cpu) in cpus.into_iter().enumerate() {
+        // Eight connections spread by a hash would all land here once in 256 runs.
+        let (_kept, answers) = connect_from(cpu, server.addr, 8);
+        assert!(answers.iter().all(|a| *a == format!("Some({cpu}) {index}")), "from CPU {cpu}: {answers:?}");
+    }
+}
+
+#[test]
+fn with_pinning_off_no_loop_is_pinned() {
+    let Some(cpus) = two_cpus() else { return };
+    let server = telling_where(false);
+    let (_kept, answers) = connect_from(cpus[0], server.addr, 8);
+    assert!(answers.iter().all(|a| a.starts_with("None ")), "{answers:?}");
+}
+
+#[test]
+fn a_loop_that_has_held_more_than_its_share_passes_new_connections_to_the_other() {
+    let Some(cpus) = two_cpus() else { return };
+    let server = telling_where(true);
+    // Up to sixteen more than the other loop is its share: the 18th connection is the first past
+    // it, and stays, the imbalance being new.
+    let (_first, answers) = connect_from(cpus[0], server.addr, 18);
+    assert!(answers.iter().all(|a| *a == format!("Some({}) 0", cpus[0])), "{answers:?}");
+    #[expect(clippy::disallowed_methods, reason = "a plain test thread waits for the imbalance to last")]
+    std::thread::sleep(Duration::from_millis(50));
+    // The imbalance has lasted: new connections go to the other loop until it is even again (18
+    // against 2), then stay where they arrive.
+    let (_moved, answers) = connect_from(cpus[0], server.addr, 2);
+    assert!(answers.iter().all(|a| *a == format!("Some({}) 1", cpus[1])), "{answers:?}");
+    let (_back, answers) = connect_from(cpus[0], server.addr, 1);
+    assert_eq!(answers, [format!("Some({}) 0", cpus[0])], "even again: served where it arrived");
+}
