@@ -452,8 +452,9 @@ fn serve_pins_each_loop_to_a_cpu_of_its_own_unless_told_not_to() {
 
 /// The `status` of the thread named `name` of process `pid`.
 fn thread_status(pid: u32, name: &str) -> String {
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().map(|task| task.unwrap().path());
-    let mut statuses = tasks.map(|task| std::fs::read_to_string(task.join("status")).unwrap());
+    // A thread may end between the listing and the reading (a blocking-pool thread gone idle).
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().filter_map(Result::ok);
+    let mut statuses = tasks.filter_map(|task| std::fs::read_to_string(task.path().join("status")).ok());
     statuses.find(|status| status.lines().next() == Some(&format!("Name:\t{name}"))).expect("the thread")
 }
 

@@ -145,14 +145,16 @@ impl ServerBuilder {
         self
     }
 
-    /// Pins each loop to a CPU of its own and has the kernel hand each loop the connections
-    /// whose packets arrive on its CPU (default: on). A request is then woken, read, handled and
-    /// answered on the CPU that received it, with no wake-up sent to another CPU; a loop that
-    /// gets more than its share (every packet arriving on one CPU, from a network card with one
-    /// queue) passes new connections to the loop with the fewest. Nothing is pinned when there
-    /// is one loop, nor when there are more loops than CPUs the process may use. Off: the loops run wherever the scheduler
-    /// puts them, and the kernel spreads connections by a hash of their addresses; a machine
-    /// whose CPUs other busy processes share may prefer that.
+    /// With a loop on every CPU the process may use (the default number) and two or more, pins
+    /// each loop to a CPU of its own and has the kernel hand each loop the connections whose
+    /// packets arrive on its CPU, on the listeners it holds alone (default: on; kernels since late
+    /// 2022 steer them, older ones spread them by hash). A request is then woken, read, handled
+    /// and answered on the CPU that received it, with no wake-up sent to another CPU. A loop that
+    /// holds more than its share for 10 ms (every packet arriving on one CPU, from a network card
+    /// with one queue) passes new connections to the loop with the fewest. A thread a handler
+    /// starts inherits its loop's one CPU. Off, or with fewer loops than CPUs: the loops run
+    /// wherever the scheduler puts them, and the kernel spreads connections by a hash of their
+    /// addresses; a machine whose CPUs other busy processes share may prefer that.
     ///
     /// # Examples
     ///

@@ -20,8 +20,9 @@ use neverblock::net::{TcpListener, TcpStream};
 use neverblock::runtime::TaskBuilder;
 
 use super::registry::{is_out_of_descriptors, SHED_WAIT};
+use super::steering::{self, Placement};
 use super::tls::TlsConfig;
-use super::{connection, naming, steering, ServerLoop};
+use super::{connection, naming, ServerLoop};
 use crate::error::{Error, ErrorKind};
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(5);
@@ -192,8 +193,8 @@ fn listen_error(what: &str, e: io::Error) -> Error {
 }
 
 /// Accepts connections until cancelled (a shutdown) or the listener fails; returns the failure.
-/// On a listener `steered` to this loop's CPU, a loop holding more than its share of connections
-/// passes new ones to the loop with the fewest (see [`steering`]).
+/// On a listener `steered` to this loop's CPU, a loop that has held more than its share of
+/// connections passes new ones to the loop with the fewest (see [`steering`]).
 pub(super) fn accept_loop(
     listener: TcpListener,
     tls: Option<TlsConfig>,
@@ -210,9 +211,11 @@ pub(super) fn accept_loop(
                     log::warn!("accepting again");
                 }
                 server_loop.registry.counters().accepted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                match steered.then(|| balance.elsewhere(&server_loop)).flatten() {
-                    Some(to) => steering::hand_over(stream, peer, tls.clone(), to),
-                    None => serve_accepted(stream, peer, &server_loop, tls.clone()),
+                let placement = if steered { balance.place(&server_loop) } else { Placement::Here };
+                match placement {
+                    Placement::Here => serve_accepted(stream, peer, &server_loop, tls.clone()),
+                    Placement::Loop(to) => steering::hand_over(stream, peer, tls.clone(), &server_loop, to),
+                    Placement::After(when) => steering::place_at(when, stream, peer, &server_loop, tls.clone()),
                 }
             }
             Err(e) if is_out_of_descriptors(&e) => {

@@ -417,8 +417,12 @@ impl Server {
                 }));
             }
         }
-        // One loop has no other to take the connections of its CPU: left where the scheduler puts it.
-        let pin = settings.pins_loops() && loops > 1;
+        let pin = settings.pins_loops() && per_loop.iter().flatten().any(|listener| listener.alone) && {
+            // A loop on every CPU (the default): with fewer, pinned loops would all crowd the first
+            // CPUs, beside any other server's; one loop has no other to take its CPU's connections.
+            let cpus = rustix::thread::sched_getaffinity(None).map_or(0, |set| set.count() as usize);
+            loops > 1 && loops == cpus
+        };
         let runtime = Builder::new().threads(loops).pin_threads(pin).stall_warning(settings.stall_threshold());
         let ended = runtime.run(move || {
             let (guard, reader) = signals.map_or((None, None), |(guard, reader)| (Some(guard), Some(reader)));
@@ -472,7 +476,7 @@ fn serve_loop(index: usize, listeners: Vec<LoopListener>, config: Arc<Config>, s
     steering::make_current(&server_loop);
     let accepts: Vec<JoinHandle<()>> = listeners
         .into_iter()
-        .map(|LoopListener { socket, tls, alone }| (alone && steering::steer(&socket, index), socket, tls))
+        .map(|LoopListener { socket, tls, alone }| (steering::steer(&socket, index, alone), socket, tls))
         .map(|(steered, listener, tls)| match TcpListener::from_std(listener) {
             Ok(listener) => {
                 let (failed, server_loop) = (state.clone(), server_loop.clone());

@@ -28,6 +28,9 @@ use slab::Slab;
 pub(super) struct Counters {
     pub(super) accepted: AtomicU64,
     pub(super) open: AtomicU64,
+    /// Connections on their way to this loop's registry: waiting to be placed, or handed over from
+    /// another loop (see `steering`).
+    pub(super) incoming: AtomicU64,
     pub(super) requests: AtomicU64,
     pub(super) shed: AtomicU64,
     /// Connections handed to each protocol's driver, ever and now: `[HTTP/1, HTTP/2]`.

@@ -10,27 +10,37 @@
 //! Steering follows the packets, not the load: when they all arrive on one CPU (a network card
 //! with one queue, a client on one thread) one loop would get every connection. So a loop that
 //! has held more than [`MARGIN`] connections more than the loop with the fewest for [`SETTLE`]
-//! passes its new ones to that loop, as a server with no steering would have spread them.
+//! passes its new ones to that loop, as a server with no steering would have spread them; the
+//! connections it accepts before then wait for the end of that time to be placed.
 
 use std::cell::RefCell;
 use std::net::{SocketAddr, TcpListener as StdListener};
 use std::rc::{Rc, Weak};
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use neverblock::net::TcpStream;
-use neverblock::runtime::{pinned_cpu, spawn_on, turn_start};
+use neverblock::runtime::{pinned_cpu, spawn_on, turn_start, TaskBuilder};
 
+use super::registry::Counters;
 use super::tls::TlsConfig;
-use super::{listen, ServerLoop};
+use super::{listen, naming, ServerLoop};
 
 /// How many more open connections than the loop with the fewest a loop may hold before it passes
 /// new ones on: enough that the uneven spread of a few clients' CPUs does not move connections
 /// off their CPU, few enough that one busy CPU's connections are soon shared.
-pub(super) const MARGIN: u64 = 16;
+const MARGIN: u64 = 16;
 
 /// How long a loop must have held more than its share before it passes connections on.
-pub(super) const SETTLE: Duration = Duration::from_millis(10);
+const SETTLE: Duration = Duration::from_millis(10);
+
+/// A gap between two looks at the balance after which what the first saw is no longer taken to
+/// have lasted.
+const FORGET: Duration = Duration::from_secs(1);
+
+/// `SO_INCOMING_CPU`'s "no CPU" (-1).
+const NO_CPU: u32 = u32::MAX;
 
 thread_local! {
     /// This thread's loop, for connections handed to it.
@@ -44,11 +54,16 @@ pub(super) fn make_current(server_loop: &Rc<ServerLoop>) {
 
 /// Marks `socket`, a listener this loop holds alone, with the CPU the loop is pinned to, so that
 /// the kernel hands it the connections that arrive there; returns whether it did (not when the loop
-/// is not pinned, nor when the kernel refuses, which is logged).
-pub(super) fn steer(socket: &StdListener, index: usize) -> bool {
-    let Some(cpu) = pinned_cpu() else { return false };
-    let Ok(value) = u32::try_from(cpu) else { return false };
-    match rustix::net::sockopt::set_socket_incoming_cpu(socket, value) {
+/// is not pinned, nor when the kernel refuses, which is logged). A socket it does not steer loses
+/// any mark it had (one handed over by a process that steered it), or the kernel would go on
+/// steering by it with no loop pinned there.
+pub(super) fn steer(socket: &StdListener, index: usize, alone: bool) -> bool {
+    let cpu = pinned_cpu().filter(|_| alone).and_then(|cpu| u32::try_from(cpu).ok());
+    let Some(cpu) = cpu else {
+        let _ = rustix::net::sockopt::set_socket_incoming_cpu(socket, NO_CPU);
+        return false;
+    };
+    match rustix::net::sockopt::set_socket_incoming_cpu(socket, cpu) {
         Ok(()) => {
             log::debug!("loop {index} takes the connections that arrive on CPU {cpu}");
             true
@@ -60,44 +75,128 @@ pub(super) fn steer(socket: &StdListener, index: usize) -> bool {
     }
 }
 
+/// Where a connection just accepted goes.
+#[derive(Debug)]
+pub(super) enum Placement {
+    /// Served by the loop that accepted it.
+    Here,
+    /// Handed to this loop.
+    Loop(usize),
+    /// Decided at this instant: the loops are uneven, but not for long yet.
+    After(Instant),
+}
+
 /// What an accept loop remembers of the balance between loops: since when its loop has held
-/// more than its share.
+/// more than its share, and when it last looked.
 #[derive(Debug, Default)]
 pub(super) struct Balance {
     uneven_since: Option<Instant>,
+    looked: Option<Instant>,
 }
 
 impl Balance {
-    /// The loop a connection just accepted by `server_loop` should go to instead: the one with
-    /// the fewest open connections, once `server_loop` has held more than [`MARGIN`] more than
-    /// it for [`SETTLE`]. Clients on several CPUs that connect at once do not arrive at once: the
-    /// connections of one CPU may all be accepted before another's, and are left where they are.
-    pub(super) fn elsewhere(&mut self, server_loop: &ServerLoop) -> Option<usize> {
-        let open = |index: usize| server_loop.state.counters[index].open.load(Relaxed);
-        let loops = server_loop.state.counters.len();
-        let fewest = (0..loops).min_by_key(|&index| open(index))?;
-        if open(server_loop.index) <= open(fewest) + MARGIN {
-            self.uneven_since = None;
-            return None;
-        }
+    /// Where a connection just accepted by `server_loop` goes: here while the loops are even (or
+    /// the server stops); to the loop with the fewest connections once `server_loop` has held
+    /// more than [`MARGIN`] more than it for [`SETTLE`]; until then, decided when that time is up.
+    /// Clients on several CPUs that connect at once do not arrive at once (one CPU's connections
+    /// may all be accepted before another's): by then the other loops have theirs, and each
+    /// connection stays on the CPU it came from.
+    pub(super) fn place(&mut self, server_loop: &ServerLoop) -> Placement {
         let now = turn_start().unwrap_or_else(Instant::now);
-        let since = *self.uneven_since.get_or_insert(now);
-        (now.duration_since(since) >= SETTLE).then_some(fewest)
+        let looked = self.looked.replace(now);
+        let Some(to) = emptier(server_loop) else {
+            self.uneven_since = None;
+            return Placement::Here;
+        };
+        if looked.is_none_or(|looked| now.duration_since(looked) > FORGET) {
+            self.uneven_since = None;
+        }
+        let settled = *self.uneven_since.get_or_insert(now) + SETTLE;
+        if now >= settled {
+            Placement::Loop(to)
+        } else {
+            Placement::After(settled)
+        }
     }
 }
 
-/// Hands `stream`, accepted here from `peer`, to loop `to`, which serves it as one of its own; a
-/// loop that has stopped closes it.
-pub(super) fn hand_over(stream: TcpStream, peer: SocketAddr, tls: Option<TlsConfig>, to: usize) {
+/// The loop with the fewest connections (open, and on their way to it), when `server_loop` holds
+/// more than [`MARGIN`] more; never while the server stops.
+fn emptier(server_loop: &ServerLoop) -> Option<usize> {
+    if server_loop.registry.is_stopping() {
+        return None;
+    }
+    let counters = &server_loop.state.counters;
+    let held = |index: usize| counters[index].open.load(Relaxed) + counters[index].incoming.load(Relaxed);
+    let fewest = (0..counters.len()).min_by_key(|&index| held(index))?;
+    (held(server_loop.index) > held(fewest) + MARGIN).then_some(fewest)
+}
+
+/// One connection counted in a loop's `incoming` until this drops: when the connection has entered
+/// the loop's registry, or was closed on its way.
+struct Incoming(Arc<Counters>);
+
+impl Incoming {
+    fn to(counters: &Arc<Counters>) -> Incoming {
+        counters.incoming.fetch_add(1, Relaxed);
+        Incoming(counters.clone())
+    }
+}
+
+impl Drop for Incoming {
+    fn drop(&mut self) {
+        self.0.incoming.fetch_sub(1, Relaxed);
+    }
+}
+
+/// Places `stream`, accepted by `server_loop` from `peer`, at `when`: a fiber waits until then,
+/// and serves it here if the loops are even again, else hands it to the loop with the fewest.
+pub(super) fn place_at(
+    when: Instant,
+    stream: TcpStream,
+    peer: SocketAddr,
+    server_loop: &Rc<ServerLoop>,
+    tls: Option<TlsConfig>,
+) {
+    let server_loop = server_loop.clone();
+    let waiting = Incoming::to(&server_loop.state.counters[server_loop.index]);
+    let name = format!("placing {}", naming::connection(peer, tls.is_some()));
+    let placing = TaskBuilder::new().name(&name).try_spawn(move || {
+        neverblock::sleep_until(when);
+        let to = emptier(&server_loop);
+        drop(waiting);
+        match to {
+            Some(to) => hand_over(stream, peer, tls, &server_loop, to),
+            None => listen::serve_accepted(stream, peer, &server_loop, tls),
+        }
+    });
+    if let Err(e) = placing {
+        log::error!("connection from {peer} closed unserved: {e}");
+    }
+}
+
+/// Hands `stream`, accepted by `server_loop` from `peer`, to loop `to`, which serves it as one of
+/// its own.
+pub(super) fn hand_over(
+    stream: TcpStream,
+    peer: SocketAddr,
+    tls: Option<TlsConfig>,
+    server_loop: &ServerLoop,
+    to: usize,
+) {
     let stream = match stream.into_std() {
         Ok(stream) => stream,
         Err(e) => return log::error!("connection from {peer} closed unserved: cannot hand it to loop {to}: {e}"),
     };
+    let incoming = Incoming::to(&server_loop.state.counters[to]);
     drop(spawn_on(to, move || {
-        let Some(server_loop) = CURRENT.with(|current| current.borrow().upgrade()) else { return };
+        let Some(server_loop) = CURRENT.with(|current| current.borrow().upgrade()) else {
+            return log::warn!("connection from {peer} closed unserved: loop {to} does not serve");
+        };
         match TcpStream::from_std(stream) {
             Ok(stream) => listen::serve_accepted(stream, peer, &server_loop, tls),
             Err(e) => log::error!("connection from {peer} closed unserved: {e}"),
         }
+        drop(incoming);
     }));
 }

@@ -121,7 +121,11 @@ fn queue(pool: &Pool, state: &mut State, job: BlockingCall) {
         return;
     }
     if state.threads < MAX_BLOCKING_THREADS {
-        let started = thread::Builder::new().name("neverblock-blocking".into()).spawn(work);
+        let cpus = super::pinning::helper_cpus();
+        let started = thread::Builder::new().name("neverblock-blocking".into()).spawn(move || {
+            super::pinning::run_helper_on(cpus);
+            work();
+        });
         match started {
             Ok(_) => state.threads += 1,
             Err(e) if state.threads == 0 => panic!("neverblock: cannot start a blocking-pool thread: {e}"),
@@ -131,7 +135,6 @@ fn queue(pool: &Pool, state: &mut State, job: BlockingCall) {
 }
 
 fn work() {
-    super::pinning::release_helper_thread();
     let pool = pool();
     let mut state = pool.state.lock().ignore_poison();
     loop {

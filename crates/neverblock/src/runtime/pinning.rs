@@ -1,22 +1,16 @@
 //! Loops pinned to CPUs ([`Builder::pin_threads`](super::Builder::pin_threads)): loop `i` to the
-//! `i`-th CPU the process may run on, so that a server can have the kernel hand each loop the
-//! connections whose packets arrive on its CPU, and the helper threads a pinned loop starts (the
-//! blocking pool, the sentinel) run anywhere again, as they would have.
+//! `i`-th CPU the thread that starts the runtime may run on, so that a server can have the kernel
+//! hand each loop the connections whose packets arrive on its CPU; the helper threads a pinned
+//! loop starts (the blocking pool, the sentinel) run where the loop could before it was pinned.
 
 use std::cell::Cell;
-use std::sync::Mutex;
 
 use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};
 
-use crate::poison::IgnorePoison;
-
 thread_local! {
-    /// The CPU this thread's loop is pinned to.
-    static PINNED: Cell<Option<usize>> = const { Cell::new(None) };
+    /// The CPU this thread's loop is pinned to, and what it could run on before.
+    static PINNED: Cell<Option<(usize, CpuSet)>> = const { Cell::new(None) };
 }
-
-/// The CPUs the process could run on before a loop was pinned: what helper threads go back to.
-static BEFORE_PINNING: Mutex<Option<CpuSet>> = Mutex::new(None);
 
 /// The CPU for each of `loops` loops, in loop order, or `None` when there are more loops than
 /// CPUs this thread may run on (pinning two loops to one CPU would only make them take turns) or
@@ -28,22 +22,31 @@ pub(super) fn plan(loops: usize) -> Option<Vec<usize>> {
         log::info!("{loops} loops on {} CPUs: none pinned", cpus.len());
         return None;
     }
-    BEFORE_PINNING.lock().ignore_poison().get_or_insert(allowed);
     Some(cpus)
 }
 
-/// Pins the calling thread, loop `index`'s, to `cpu`, and returns what it could run on before
-/// (to give back with [`unpin`]); a refusal (a cpuset that changed under the process, a sandbox)
-/// is logged and leaves the loop unpinned.
-pub(super) fn pin(index: usize, cpu: usize) -> Option<CpuSet> {
+/// A loop's thread pinned to its CPU, until this drops (a return or an unwind): then it may run
+/// where it could before.
+pub(super) struct Pin(CpuSet);
+
+impl Drop for Pin {
+    fn drop(&mut self) {
+        PINNED.with(|p| p.set(None));
+        let _ = sched_setaffinity(None, &self.0);
+    }
+}
+
+/// Pins the calling thread, loop `index`'s, to `cpu`; a refusal (a cpuset that changed under the
+/// process, a sandbox) is logged and leaves the loop unpinned.
+pub(super) fn pin(index: usize, cpu: usize) -> Option<Pin> {
     let before = sched_getaffinity(None).ok()?;
     let mut only = CpuSet::new();
     only.set(cpu);
     match sched_setaffinity(None, &only) {
         Ok(()) => {
-            PINNED.with(|p| p.set(Some(cpu)));
+            PINNED.with(|p| p.set(Some((cpu, before))));
             log::debug!("loop {index} pinned to CPU {cpu}");
-            Some(before)
+            Some(Pin(before))
         }
         Err(e) => {
             log::info!("loop {index} left unpinned: cannot pin it to CPU {cpu}: {e}");
@@ -52,17 +55,18 @@ pub(super) fn pin(index: usize, cpu: usize) -> Option<CpuSet> {
     }
 }
 
-/// Gives the calling thread back the CPUs [`pin`] took from it.
-pub(super) fn unpin(before: &CpuSet) {
-    PINNED.with(|p| p.set(None));
-    let _ = sched_setaffinity(None, before);
+/// On a thread about to start a helper thread: the CPUs the helper should run on, those the
+/// calling loop could run on before it was pinned (`None` when it is not pinned: the helper
+/// inherits this thread's CPUs, as any thread does).
+pub(crate) fn helper_cpus() -> Option<CpuSet> {
+    PINNED.with(Cell::get).map(|(_, before)| before)
 }
 
-/// For a helper thread just started (it inherits its starter's CPUs): lets it run on every CPU
-/// the process could before a loop was pinned, not only on the CPU of the loop that started it.
-pub(crate) fn release_helper_thread() {
-    if let Some(before) = BEFORE_PINNING.lock().ignore_poison().as_ref() {
-        let _ = sched_setaffinity(None, before);
+/// On a helper thread just started: runs it on `cpus` (from [`helper_cpus`]), not on the one CPU
+/// of the loop that started it.
+pub(crate) fn run_helper_on(cpus: Option<CpuSet>) {
+    if let Some(cpus) = cpus {
+        let _ = sched_setaffinity(None, &cpus);
     }
 }
 
@@ -79,7 +83,7 @@ pub(crate) fn release_helper_thread() {
 /// assert_eq!(neverblock::run(neverblock::runtime::pinned_cpu), None);
 /// ```
 pub fn pinned_cpu() -> Option<usize> {
-    PINNED.with(Cell::get)
+    PINNED.with(Cell::get).map(|(cpu, _)| cpu)
 }
 
 #[cfg(test)]
@@ -133,6 +137,15 @@ mod tests {
         let (started_by_helper, helper) = helper;
         assert_eq!(helper, before, "the blocking pool's thread");
         assert_eq!(started_by_helper, before, "a thread the blocking pool's thread starts");
+    }
+
+    #[test]
+    fn the_caller_gets_its_cpus_back_when_the_runtime_unwinds() {
+        let before = allowed();
+        let unwound =
+            std::panic::catch_unwind(|| Builder::new().pin_threads(true).run(|| panic!("the runtime's fiber")));
+        assert!(unwound.is_err());
+        assert_eq!((allowed(), pinned_cpu()), (before, None));
     }
 
     #[test]

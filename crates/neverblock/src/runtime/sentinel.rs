@@ -48,7 +48,12 @@ pub(crate) fn watch(beacon: &Arc<Beacon>) {
     let mut watched = WATCHED.lock().ignore_poison();
     watched.loops.push(Watch { beacon: beacon.clone(), threshold, warned: None });
     if !watched.thread_started {
-        match thread::Builder::new().name("neverblock-sentinel".into()).spawn(run) {
+        let cpus = super::pinning::helper_cpus();
+        let started = thread::Builder::new().name("neverblock-sentinel".into()).spawn(move || {
+            super::pinning::run_helper_on(cpus);
+            run();
+        });
+        match started {
             Ok(_) => watched.thread_started = true,
             Err(e) => log::warn!("no sentinel thread ({e}): stalled loops go unreported"),
         }
@@ -63,7 +68,6 @@ pub(crate) fn threads() -> usize {
 
 /// The sentinel thread: looks, sleeps a quarter of the smallest threshold, looks again.
 fn run() {
-    super::pinning::release_helper_thread();
     loop {
         let period = {
             let mut watched = WATCHED.lock().ignore_poison();

@@ -143,9 +143,10 @@ impl Builder {
     /// loop runs. A pinned loop keeps its caches and is where the kernel can steer the
     /// connections whose packets its CPU handles (what the HTTP server does); the price is that
     /// the scheduler can no longer move it off a CPU something else keeps busy. The calling
-    /// thread, loop 0, gets its CPUs back when [`run`](Builder::run) returns; threads the
-    /// runtime starts for itself (the blocking pool, the sentinel) run on all of them, but a
-    /// thread a fiber starts inherits its loop's one CPU, as any thread inherits its starter's.
+    /// thread, loop 0, gets its CPUs back when [`run`](Builder::run) returns or unwinds; threads
+    /// the runtime starts for itself (the blocking pool, the sentinel) run where their loop could
+    /// before, but a thread a fiber starts inherits its loop's one CPU, as any thread inherits
+    /// its starter's.
     ///
     /// # Examples
     ///
@@ -192,7 +193,7 @@ impl Builder {
             })
             .unzip();
         drop(ready_tx);
-        let unpinned = cpu_of(0).and_then(|cpu| pinning::pin(0, cpu));
+        let pinned = cpu_of(0).and_then(|cpu| pinning::pin(0, cpu));
         let value = super::run_with(settings, move || {
             let s = scheduler::current().expect("inside run");
             let mut loops: Vec<Option<Loop>> = (0..self.threads).map(|_| None).collect();
@@ -213,9 +214,7 @@ impl Builder {
         for worker in workers {
             let _ = worker.join();
         }
-        if let Some(before) = unpinned {
-            pinning::unpin(&before);
-        }
+        drop(pinned);
         value
     }
 }
@@ -228,9 +227,7 @@ fn worker(
     ready: mpsc::Sender<(usize, Loop, ReplySender<()>)>,
     registry: ReplyReceiver<Arc<Vec<Loop>>>,
 ) {
-    if let Some(cpu) = cpu {
-        pinning::pin(index, cpu);
-    }
+    let _pinned = cpu.and_then(|cpu| pinning::pin(index, cpu));
     super::run_with(settings, move || {
         let s = scheduler::current().expect("inside run");
         INDEX.with(|i| i.set(index));
