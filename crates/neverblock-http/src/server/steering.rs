@@ -9,9 +9,9 @@
 //!
 //! Steering follows the packets, not the load: when they all arrive on one CPU (a network card
 //! with one queue, a client on one thread) one loop would get every connection. So a loop that
-//! has held more than [`MARGIN`] connections more than the loop with the fewest for [`SETTLE`]
-//! passes its new ones to that loop, as a server with no steering would have spread them; the
-//! connections it accepts before then wait for the end of that time to be placed.
+//! has held more connections than the loop with the fewest, by more than [`margin`], for
+//! [`SETTLE`] passes its new ones to that loop, as a server with no steering would have spread
+//! them; the connections it accepts before then wait for the end of that time to be placed.
 
 use std::cell::RefCell;
 use std::net::{SocketAddr, TcpListener as StdListener};
@@ -27,10 +27,13 @@ use super::registry::Counters;
 use super::tls::TlsConfig;
 use super::{listen, naming, ServerLoop};
 
-/// How many more open connections than the loop with the fewest a loop may hold before it passes
-/// new ones on: enough that the uneven spread of a few clients' CPUs does not move connections
-/// off their CPU, few enough that one busy CPU's connections are soon shared.
-const MARGIN: u64 = 16;
+/// How many more connections than the loop with the fewest a loop may hold before it passes new
+/// ones on: two, and an eighth of the fewest more. A few long-lived connections from one CPU (a
+/// proxy's pool behind a card with one queue) are shared; thousands spread by the clients' CPUs are
+/// left alone in the ups and downs of their counts.
+fn margin(fewest: u64) -> u64 {
+    2 + fewest / 8
+}
 
 /// How long a loop must have held more than its share before it passes connections on.
 const SETTLE: Duration = Duration::from_millis(10);
@@ -97,7 +100,7 @@ pub(super) struct Balance {
 impl Balance {
     /// Where a connection just accepted by `server_loop` goes: here while the loops are even (or
     /// the server stops); to the loop with the fewest connections once `server_loop` has held
-    /// more than [`MARGIN`] more than it for [`SETTLE`]; until then, decided when that time is up.
+    /// more than [`margin`] more than it for [`SETTLE`]; until then, decided when that time is up.
     /// Clients on several CPUs that connect at once do not arrive at once (one CPU's connections
     /// may all be accepted before another's): by then the other loops have theirs, and each
     /// connection stays on the CPU it came from.
@@ -121,7 +124,7 @@ impl Balance {
 }
 
 /// The loop with the fewest connections (open, and on their way to it), when `server_loop` holds
-/// more than [`MARGIN`] more; never while the server stops.
+/// more than [`margin`] more; never while the server stops.
 fn emptier(server_loop: &ServerLoop) -> Option<usize> {
     if server_loop.registry.is_stopping() {
         return None;
@@ -129,7 +132,8 @@ fn emptier(server_loop: &ServerLoop) -> Option<usize> {
     let counters = &server_loop.state.counters;
     let held = |index: usize| counters[index].open.load(Relaxed) + counters[index].incoming.load(Relaxed);
     let fewest = (0..counters.len()).min_by_key(|&index| held(index))?;
-    (held(server_loop.index) > held(fewest) + MARGIN).then_some(fewest)
+    let fewest_held = held(fewest);
+    (held(server_loop.index) > fewest_held + margin(fewest_held)).then_some(fewest)
 }
 
 /// One connection counted in a loop's `incoming` until this drops: when the connection has entered
