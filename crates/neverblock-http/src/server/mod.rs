@@ -61,9 +61,10 @@ mod steering;
 mod timed;
 mod tls;
 
+use std::cell::RefCell;
 use std::fmt;
 use std::net::SocketAddr;
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 use std::sync::Arc;
 
 use neverblock::net::TcpListener;
@@ -186,6 +187,24 @@ struct ServerLoop {
     /// Which loop this is.
     index: usize,
     state: Arc<ServerState>,
+}
+
+thread_local! {
+    /// The server loop running on this thread: what `shed_idle_connections` sheds from, and what a
+    /// connection handed over from another loop joins.
+    static CURRENT_LOOP: RefCell<Weak<ServerLoop>> = const { RefCell::new(Weak::new()) };
+}
+
+impl ServerLoop {
+    /// Makes this the server loop of this thread.
+    fn make_current(self: &Rc<Self>) {
+        CURRENT_LOOP.with(|current| *current.borrow_mut() = Rc::downgrade(self));
+    }
+
+    /// The server loop of this thread, while it serves.
+    fn current() -> Option<Rc<ServerLoop>> {
+        CURRENT_LOOP.with(|current| current.borrow().upgrade())
+    }
 }
 
 impl Server {
@@ -471,9 +490,8 @@ struct LoopListener {
 fn serve_loop(index: usize, listeners: Vec<LoopListener>, config: Arc<Config>, state: Arc<ServerState>) {
     let grace = config.timeouts.shutdown;
     let registry = Rc::new(Registry::new(state.controls[index].clone(), state.counters[index].clone()));
-    registry.make_current();
     let server_loop = Rc::new(ServerLoop { config, registry: registry.clone(), index, state: state.clone() });
-    steering::make_current(&server_loop);
+    server_loop.make_current();
     let accepts: Vec<JoinHandle<()>> = listeners
         .into_iter()
         .map(|LoopListener { socket, tls, alone }| (steering::steer(&socket, index, alone), socket, tls))

@@ -12,7 +12,7 @@
 use std::cell::{Cell, RefCell};
 use std::io;
 use std::net::Shutdown;
-use std::rc::{Rc, Weak};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::task::Waker;
@@ -40,11 +40,6 @@ pub(super) struct Counters {
 
 /// How long shedding waits for the connections it closed to end.
 pub(super) const SHED_WAIT: Duration = Duration::from_millis(100);
-
-thread_local! {
-    /// The registry of the loop running on this thread, for [`shed_idle_connections`].
-    static CURRENT: RefCell<Weak<Registry>> = const { RefCell::new(Weak::new()) };
-}
 
 /// Whether `e` says that the process (`EMFILE`) or the system (`ENFILE`) has run out of file
 /// descriptors: what [`shed_idle_connections`] is for.
@@ -88,7 +83,8 @@ pub fn is_out_of_descriptors(e: &io::Error) -> bool {
 /// # let _ = report;
 /// ```
 pub fn shed_idle_connections() -> bool {
-    let Some(registry) = CURRENT.with(|current| current.borrow().upgrade()) else { return false };
+    let Some(server_loop) = super::ServerLoop::current() else { return false };
+    let registry = &server_loop.registry;
     let before = registry.ended();
     let (shed, oldest) = registry.shed_oldest_idle();
     if shed > 0 {
@@ -148,11 +144,6 @@ impl Registry {
 
     pub(super) fn counters(&self) -> &Counters {
         &self.counters
-    }
-
-    /// Makes this the registry [`shed_idle_connections`] sheds from on this thread.
-    pub(super) fn make_current(self: &Rc<Self>) {
-        CURRENT.with(|current| *current.borrow_mut() = Rc::downgrade(self));
     }
 
     /// Registers a new connection, busy.

@@ -13,9 +13,8 @@
 //! [`SETTLE`] passes its new ones to that loop, as a server with no steering would have spread
 //! them; the connections it accepts before then wait for the end of that time to be placed.
 
-use std::cell::RefCell;
 use std::net::{SocketAddr, TcpListener as StdListener};
-use std::rc::{Rc, Weak};
+use std::rc::Rc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -44,16 +43,6 @@ const FORGET: Duration = Duration::from_secs(1);
 
 /// `SO_INCOMING_CPU`'s "no CPU" (-1).
 const NO_CPU: u32 = u32::MAX;
-
-thread_local! {
-    /// This thread's loop, for connections handed to it.
-    static CURRENT: RefCell<Weak<ServerLoop>> = const { RefCell::new(Weak::new()) };
-}
-
-/// Makes `server_loop` the loop connections handed to this thread join.
-pub(super) fn make_current(server_loop: &Rc<ServerLoop>) {
-    CURRENT.with(|current| *current.borrow_mut() = Rc::downgrade(server_loop));
-}
 
 /// Marks `socket`, a listener this loop holds alone, with the CPU the loop is pinned to, so that
 /// the kernel hands it the connections that arrive there; returns whether it did (not when the loop
@@ -194,7 +183,7 @@ pub(super) fn hand_over(
     };
     let incoming = Incoming::to(&server_loop.state.counters[to]);
     drop(spawn_on(to, move || {
-        let Some(server_loop) = CURRENT.with(|current| current.borrow().upgrade()) else {
+        let Some(server_loop) = ServerLoop::current() else {
             return log::warn!("connection from {peer} closed unserved: loop {to} does not serve");
         };
         match TcpStream::from_std(stream) {

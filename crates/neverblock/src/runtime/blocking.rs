@@ -5,7 +5,6 @@
 use std::collections::VecDeque;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::{Condvar, Mutex, OnceLock};
-use std::thread;
 use std::time::Duration;
 
 use super::reply::{reply, NoReply, ReplyReceiver};
@@ -121,11 +120,7 @@ fn queue(pool: &Pool, state: &mut State, job: BlockingCall) {
         return;
     }
     if state.threads < MAX_BLOCKING_THREADS {
-        let cpus = super::pinning::helper_cpus();
-        let started = thread::Builder::new().name("neverblock-blocking".into()).spawn(move || {
-            super::pinning::run_helper_on(cpus);
-            work();
-        });
+        let started = super::pinning::spawn_helper("neverblock-blocking", work);
         match started {
             Ok(_) => state.threads += 1,
             Err(e) if state.threads == 0 => panic!("neverblock: cannot start a blocking-pool thread: {e}"),

@@ -4,6 +4,8 @@
 //! loop starts (the blocking pool, the sentinel) run where the loop could before it was pinned.
 
 use std::cell::Cell;
+use std::io;
+use std::thread;
 
 use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};
 
@@ -55,19 +57,17 @@ pub(super) fn pin(index: usize, cpu: usize) -> Option<Pin> {
     }
 }
 
-/// On a thread about to start a helper thread: the CPUs the helper should run on, those the
-/// calling loop could run on before it was pinned (`None` when it is not pinned: the helper
-/// inherits this thread's CPUs, as any thread does).
-pub(crate) fn helper_cpus() -> Option<CpuSet> {
-    PINNED.with(Cell::get).map(|(_, before)| before)
-}
-
-/// On a helper thread just started: runs it on `cpus` (from [`helper_cpus`]), not on the one CPU
-/// of the loop that started it.
-pub(crate) fn run_helper_on(cpus: Option<CpuSet>) {
-    if let Some(cpus) = cpus {
-        let _ = sched_setaffinity(None, &cpus);
-    }
+/// Starts a thread the runtime needs for itself (the blocking pool's, the sentinel), named `name`:
+/// where the calling loop could run before it was pinned, not on its one CPU; anywhere the caller
+/// may run when it is not pinned.
+pub(crate) fn spawn_helper(name: &str, f: impl FnOnce() + Send + 'static) -> io::Result<thread::JoinHandle<()>> {
+    let before_pinning = PINNED.with(Cell::get).map(|(_, before)| before);
+    thread::Builder::new().name(name.to_owned()).spawn(move || {
+        if let Some(cpus) = before_pinning {
+            let _ = sched_setaffinity(None, &cpus);
+        }
+        f();
+    })
 }
 
 /// The CPU the calling thread's loop is pinned to: `None` when its runtime was not built with
@@ -89,7 +89,7 @@ pub fn pinned_cpu() -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::{spawn_blocking, spawn_on, Builder};
+    use crate::runtime::{spawn_on, Builder};
 
     /// The CPUs the calling thread may run on.
     fn allowed() -> Vec<usize> {
@@ -130,13 +130,16 @@ mod tests {
     #[test]
     fn a_helper_thread_a_pinned_loop_starts_runs_on_every_cpu() {
         let before = allowed();
-        let (pinned, helper) = Builder::new()
-            .pin_threads(true)
-            .run(|| (allowed(), spawn_blocking(|| (std::thread::spawn(allowed).join().unwrap(), allowed()))));
+        let (pinned, helper) = Builder::new().pin_threads(true).run(|| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            spawn_helper("helper", move || tx.send((allowed(), std::thread::spawn(allowed).join().unwrap())).unwrap())
+                .unwrap();
+            (allowed(), rx.recv().unwrap())
+        });
         assert_eq!(pinned.len(), 1);
-        let (started_by_helper, helper) = helper;
-        assert_eq!(helper, before, "the blocking pool's thread");
-        assert_eq!(started_by_helper, before, "a thread the blocking pool's thread starts");
+        let (helper, started_by_helper) = helper;
+        assert_eq!(helper, before, "the helper thread");
+        assert_eq!(started_by_helper, before, "a thread the helper thread starts");
     }
 
     #[test]

@@ -48,12 +48,7 @@ pub(crate) fn watch(beacon: &Arc<Beacon>) {
     let mut watched = WATCHED.lock().ignore_poison();
     watched.loops.push(Watch { beacon: beacon.clone(), threshold, warned: None });
     if !watched.thread_started {
-        let cpus = super::pinning::helper_cpus();
-        let started = thread::Builder::new().name("neverblock-sentinel".into()).spawn(move || {
-            super::pinning::run_helper_on(cpus);
-            run();
-        });
-        match started {
+        match super::pinning::spawn_helper("neverblock-sentinel", run) {
             Ok(_) => watched.thread_started = true,
             Err(e) => log::warn!("no sentinel thread ({e}): stalled loops go unreported"),
         }
