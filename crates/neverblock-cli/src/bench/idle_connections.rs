@@ -12,7 +12,9 @@
 //!
 //! The same rows for Go net/http (`--peers`), and for another build's
 //! `delay-server` (`--server-bin`), so a change can be measured against the
-//! build before it in one run.
+//! build before it in one run. Each round measures every server in turn, each
+//! started afresh; rows give the medians of the rounds (`--runs`), as one round
+//! swings by a tenth either way on a shared machine.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -25,6 +27,7 @@ use clap::Args;
 use serde_json::json;
 
 use super::servers::{self, ServerChild};
+use super::side_by_side::median;
 use super::{peers, report, Common, Row};
 use crate::load::{self, Load};
 
@@ -47,37 +50,88 @@ pub(crate) struct IdleArgs {
     /// Also run the rows against this `neverblock` binary's delay-server (another build, to compare).
     #[arg(long)]
     server_bin: Option<PathBuf>,
+    /// Rounds, each measuring every server once (alternating); rows give medians.
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
     #[command(flatten)]
     common: Common,
 }
 
 pub(crate) fn run(args: IdleArgs) -> anyhow::Result<()> {
-    let mut servers: Vec<(String, Command)> = Vec::new();
     let this = std::env::current_exe()?;
-    servers.push(("neverblock".into(), servers::delay_server(&this, Duration::ZERO, Some(1))));
-    if let Some(bin) = &args.server_bin {
-        servers.push((format!("neverblock@{}", bin.display()), servers::delay_server(bin, Duration::ZERO, Some(1))));
+    let mut servers: Vec<(String, Box<dyn Fn() -> Command>)> = Vec::new();
+    servers.push(("neverblock".into(), Box::new(move || servers::delay_server(&this, Duration::ZERO, Some(1)))));
+    if let Some(bin) = args.server_bin.clone() {
+        let name = format!("neverblock@{}", bin.display());
+        servers.push((name, Box::new(move || servers::delay_server(&bin, Duration::ZERO, Some(1)))));
     }
     if args.common.peers {
         match peers::go_delay_server() {
             Some(bin) => {
-                let mut go = Command::new(bin);
-                go.args(["-delay", "0s", "-procs", "1"]);
-                servers.push(("go-net-http".into(), go));
+                let go = move || {
+                    let mut go = Command::new(bin);
+                    go.args(["-delay", "0s", "-procs", "1"]);
+                    go
+                };
+                servers.push(("go-net-http".into(), Box::new(go)));
             }
             None => eprintln!("note: go peer skipped: `go` is not installed or the peer did not build"),
         }
     }
-    let mut rows = Vec::new();
-    for (name, command) in servers {
-        rows.extend(measure(&name, command, &args)?);
+    let mut rounds: Vec<Vec<Rounds>> = servers.iter().map(|_| Vec::new()).collect();
+    for _ in 0..args.runs.max(1) {
+        for ((name, command), measured) in servers.iter().zip(&mut rounds) {
+            measured.push(measure(name, command(), &args)?);
+        }
     }
+    let rows = servers.iter().zip(&rounds).flat_map(|((name, _), measured)| rows(name, measured, &args)).collect();
     report::print(rows, "requests_per_s", &args.common)?;
     Ok(())
 }
 
-/// The two rows of one server: active connections alone, then beside the idle ones.
-fn measure(name: &str, mut command: Command, args: &IdleArgs) -> anyhow::Result<Vec<Row>> {
+/// One round's figures for one server: the active connections alone, then beside the idle ones.
+struct Rounds {
+    alone: Figures,
+    beside: Figures,
+    /// The server's memory per idle connection.
+    per_idle: u64,
+}
+
+/// The figures of one closed loop of GETs, and the server's memory after it.
+struct Figures {
+    rate: f64,
+    p50_us: f64,
+    p99_us: f64,
+    errors: usize,
+    rss: u64,
+}
+
+impl Figures {
+    fn of(outcome: &load::Outcome, rss: u64) -> Figures {
+        let micros = |p: f64| outcome.percentile(p).map_or(0.0, |d| d.as_secs_f64() * 1e6);
+        Figures { rate: outcome.rate(), p50_us: micros(50.0), p99_us: micros(99.0), errors: outcome.failed(), rss }
+    }
+}
+
+/// A server's two rows: each figure the median of its rounds (errors summed).
+fn rows(name: &str, rounds: &[Rounds], args: &IdleArgs) -> Vec<Row> {
+    let row = |idle: usize, figures: &dyn Fn(&Rounds) -> &Figures| {
+        let median_of = |f: &dyn Fn(&Figures) -> f64| median(rounds.iter().map(|r| f(figures(r))).collect());
+        Row::new("idle-connections", name, json!({"idle": idle, "active": args.active}))
+            .metric("requests_per_s", median_of(&|f| f.rate).round())
+            .metric("p50_us", median_of(&|f| f.p50_us).round())
+            .metric("p99_us", median_of(&|f| f.p99_us).round())
+            .metric("errors", rounds.iter().map(|r| figures(r).errors).sum::<usize>())
+            .metric("server_rss_mib", (median_of(&|f| f.rss as f64) / 1048576.0 * 10.0).round() / 10.0)
+            .metric("runs", rounds.len())
+    };
+    let per_idle = median(rounds.iter().map(|r| r.per_idle as f64).collect()).round();
+    vec![row(0, &|r| &r.alone), row(args.idle, &|r| &r.beside).metric("bytes_per_idle_connection", per_idle)]
+}
+
+/// One round against one server, started afresh: active connections alone, then beside the idle
+/// ones.
+fn measure(name: &str, mut command: Command, args: &IdleArgs) -> anyhow::Result<Rounds> {
     let server = ServerChild::announced(&mut command, name)?;
     let load = Load {
         url: server.url(),
@@ -102,17 +156,11 @@ fn measure(name: &str, mut command: Command, args: &IdleArgs) -> anyhow::Result<
     let after = server.rss()?;
     let beside = load::run(load)?;
     drop(idle);
-    let row = |idle: usize, outcome: &load::Outcome, rss: u64| {
-        let micros = |p: f64| outcome.percentile(p).map_or(0.0, |d| d.as_secs_f64() * 1e6);
-        Row::new("idle-connections", name, json!({"idle": idle, "active": args.active}))
-            .metric("requests_per_s", outcome.rate().round())
-            .metric("p50_us", micros(50.0).round())
-            .metric("p99_us", micros(99.0).round())
-            .metric("errors", outcome.failed())
-            .metric("server_rss_mib", (rss as f64 / 1048576.0 * 10.0).round() / 10.0)
-    };
-    let per_idle = after.saturating_sub(before) / args.idle.max(1) as u64;
-    Ok(vec![row(0, &alone, before), row(args.idle, &beside, after).metric("bytes_per_idle_connection", per_idle)])
+    Ok(Rounds {
+        alone: Figures::of(&alone, before),
+        beside: Figures::of(&beside, after),
+        per_idle: after.saturating_sub(before) / args.idle.max(1) as u64,
+    })
 }
 
 /// Opens `count` keep-alive connections to `addr`, each answered once, then left silent.
