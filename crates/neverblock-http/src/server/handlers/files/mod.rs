@@ -205,7 +205,7 @@ impl StaticFiles {
             if !mapped.trailing_slash {
                 return redirect_to_directory(request);
             }
-            relative.push("index.html");
+            relative.to_mut().push("index.html");
             found = match self.open(&relative) {
                 Ok(found) => found,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => return Response::error(403, "no index.html here"),
@@ -219,7 +219,7 @@ impl StaticFiles {
         }
         let fields = Fields::of(request);
         if self.precompressed && accepts_gzip(fields.accept_encoding.get()) {
-            let mut gz = relative.into_os_string();
+            let mut gz = relative.into_owned().into_os_string();
             gz.push(".gz");
             if let Ok(gz_found) = self.open(Path::new(&gz)) {
                 if gz_found.meta.is_file() {
@@ -321,9 +321,11 @@ impl StaticFiles {
         let validators = Validators { etag: &found.etag, modified, now };
         let outcome = conditional::evaluate(method, &conditions, &validators);
         // Every answer, refusals too, depends on Accept-Encoding when a gzip sibling may be chosen.
-        let vary = |response: Response| match self.precompressed {
-            true => response.header("Vary", "Accept-Encoding"),
-            false => response,
+        let vary = |mut response: Response| {
+            if self.precompressed {
+                response.append_valid_header("Vary", "Accept-Encoding");
+            }
+            response
         };
         let part = |offset: u64, len: u64| Body::File { file: Rc::clone(&found.file), offset, len };
         let mut response = match outcome {
@@ -381,7 +383,7 @@ impl Handler for StaticFiles {
 ///
 /// Why the path is refused: a `..` segment, an encoded slash, a NUL byte, a broken escape.
 fn url_path_beneath(raw: &str) -> Result<std::path::PathBuf, &'static str> {
-    path::map(raw).map(|mapped| mapped.relative)
+    path::map(raw).map(|mapped| mapped.relative.into_owned())
 }
 
 /// Whether `e`, from opening a path beneath a root, is the refusal of a path that leads outside it.

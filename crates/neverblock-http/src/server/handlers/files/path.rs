@@ -10,15 +10,16 @@
 use std::borrow::Cow;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use percent_encoding::percent_decode;
 
 /// A request path, mapped.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) struct Mapped {
-    /// Relative to the root; empty for the root itself.
-    pub(super) relative: PathBuf,
+pub(super) struct Mapped<'a> {
+    /// Relative to the root; empty for the root itself. Borrowed from the request path when that
+    /// needs no decoding (most do), so a request for a file allocates no path of its own.
+    pub(super) relative: Cow<'a, Path>,
     /// Whether the request path ends in `/` (a directory's own URL).
     pub(super) trailing_slash: bool,
 }
@@ -28,14 +29,13 @@ pub(super) struct Mapped {
 /// # Errors
 ///
 /// Why the path is refused.
-pub(super) fn map(raw: &str) -> Result<Mapped, &'static str> {
-    // Room for the whole path and an `index.html` after it: one allocation.
-    let mut relative = PathBuf::with_capacity(raw.len() + "/index.html".len());
+pub(super) fn map(raw: &str) -> Result<Mapped<'_>, &'static str> {
     let trailing_slash = raw.ends_with('/');
     if let Some(plain) = plain(raw) {
-        relative.push(OsStr::new(plain));
-        return Ok(Mapped { relative, trailing_slash });
+        return Ok(Mapped { relative: Cow::Borrowed(Path::new(plain)), trailing_slash });
     }
+    // Room for the whole path and an `index.html` after it: one allocation.
+    let mut relative = PathBuf::with_capacity(raw.len() + "/index.html".len());
     for segment in raw.split('/') {
         if segment.bytes().enumerate().any(|(i, b)| b == b'%' && !is_escape(&segment.as_bytes()[i..])) {
             return Err("a broken percent escape in the path");
@@ -50,7 +50,7 @@ pub(super) fn map(raw: &str) -> Result<Mapped, &'static str> {
             bytes => relative.push(OsStr::from_bytes(bytes)),
         }
     }
-    Ok(Mapped { relative, trailing_slash })
+    Ok(Mapped { relative: Cow::Owned(relative), trailing_slash })
 }
 
 /// The path beneath the root, when `raw` needs no segment-by-segment look: it starts with `/` and
@@ -86,7 +86,8 @@ mod tests {
     #[test]
     fn paths_map_inside_the_root_or_not_at_all() {
         let ok = |raw: &str, relative: &str, slash: bool| {
-            assert_eq!(map(raw), Ok(Mapped { relative: relative.into(), trailing_slash: slash }), "{raw:?}");
+            let relative = Cow::Borrowed(Path::new(relative));
+            assert_eq!(map(raw), Ok(Mapped { relative, trailing_slash: slash }), "{raw:?}");
         };
         ok("/", "", true);
         ok("", "", false);
@@ -98,6 +99,9 @@ mod tests {
         ok("/a/b/", "a/b", true);
         ok("/.well-known/x", ".well-known/x", false);
         ok("/a.b/c..d", "a.b/c..d", false);
+        let borrowed = |raw: &str| matches!(map(raw).map(|m| m.relative), Ok(Cow::Borrowed(_)));
+        assert!(borrowed("/a/b.txt") && borrowed("/a/b/"), "a path that needs no decoding is the request's own");
+        assert!(!borrowed("/%61") && !borrowed("/a//b"), "a decoded path is made anew");
         for raw in [
             "/../etc/passwd",
             "/a/../../b",
