@@ -68,6 +68,9 @@ pub(super) fn serve(
         http2::serve(stream, session, connection, server_loop);
         drop(serving);
     } else {
+        // The stream's handles are the driver's alone, so a kept-alive connection can move to
+        // another loop between requests (see `steering`).
+        drop(stream);
         http1::serve(timed, session, connection, serving, server_loop);
     }
 }
@@ -107,9 +110,13 @@ pub(super) struct Serving(Rc<ServerLoop>, usize);
 
 impl Serving {
     fn start(server_loop: &Rc<ServerLoop>, protocol: usize) -> Serving {
-        let counters = server_loop.registry.counters();
-        counters.served[protocol].fetch_add(1, Relaxed);
-        counters.serving[protocol].fetch_add(1, Relaxed);
+        server_loop.registry.counters().served[protocol].fetch_add(1, Relaxed);
+        Serving::resume(server_loop, protocol)
+    }
+
+    /// A connection served before, by another loop, counted as open here (and not served again).
+    pub(super) fn resume(server_loop: &Rc<ServerLoop>, protocol: usize) -> Serving {
+        server_loop.registry.counters().serving[protocol].fetch_add(1, Relaxed);
         Serving(server_loop.clone(), protocol)
     }
 }

@@ -20,7 +20,7 @@ use neverblock::net::{TcpListener, TcpStream};
 use neverblock::runtime::TaskBuilder;
 
 use super::registry::{is_out_of_descriptors, SHED_WAIT};
-use super::steering::{self, Placement};
+use super::steering;
 use super::tls::TlsConfig;
 use super::{connection, naming, ServerLoop};
 use crate::error::{Error, ErrorKind};
@@ -194,7 +194,7 @@ fn listen_error(what: &str, e: io::Error) -> Error {
 
 /// Accepts connections until cancelled (a shutdown) or the listener fails; returns the failure.
 /// On a listener `steered` to this loop's CPU, a loop that has held more than its share of
-/// connections passes new ones to the loop with the fewest (see [`steering`]).
+/// connections for a while passes new ones to the loop with the fewest (see [`steering`]).
 pub(super) fn accept_loop(
     listener: TcpListener,
     tls: Option<TlsConfig>,
@@ -203,7 +203,6 @@ pub(super) fn accept_loop(
 ) -> io::Error {
     let mut backoff = None::<Duration>;
     let mut shedding = ShedLog::default();
-    let mut balance = steering::Balance::default();
     loop {
         match listener.accept() {
             Ok((stream, peer)) => {
@@ -211,11 +210,9 @@ pub(super) fn accept_loop(
                     log::warn!("accepting again");
                 }
                 server_loop.registry.counters().accepted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let placement = if steered { balance.place(&server_loop) } else { Placement::Here };
-                match placement {
-                    Placement::Here => serve_accepted(stream, peer, &server_loop, tls.clone()),
-                    Placement::Loop(to) => steering::hand_over(stream, peer, tls.clone(), &server_loop, to),
-                    Placement::After(when) => steering::place_at(when, stream, peer, &server_loop, tls.clone()),
+                match steered.then(|| server_loop.balance.elsewhere(&server_loop)).flatten() {
+                    None => serve_accepted(stream, peer, &server_loop, tls.clone()),
+                    Some(to) => steering::hand_over(stream, peer, tls.clone(), &server_loop, to),
                 }
             }
             Err(e) if is_out_of_descriptors(&e) => {

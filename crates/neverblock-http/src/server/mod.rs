@@ -187,6 +187,8 @@ struct ServerLoop {
     /// Which loop this is.
     index: usize,
     state: Arc<ServerState>,
+    /// Its share of the connections, when it takes those of its CPU.
+    balance: steering::Balance,
 }
 
 thread_local! {
@@ -490,11 +492,18 @@ struct LoopListener {
 fn serve_loop(index: usize, listeners: Vec<LoopListener>, config: Arc<Config>, state: Arc<ServerState>) {
     let grace = config.timeouts.shutdown;
     let registry = Rc::new(Registry::new(state.controls[index].clone(), state.counters[index].clone()));
-    let server_loop = Rc::new(ServerLoop { config, registry: registry.clone(), index, state: state.clone() });
+    let balance = steering::Balance::default();
+    let server_loop = Rc::new(ServerLoop { config, registry: registry.clone(), index, state: state.clone(), balance });
     server_loop.make_current();
-    let accepts: Vec<JoinHandle<()>> = listeners
+    let listeners: Vec<_> = listeners
         .into_iter()
         .map(|LoopListener { socket, tls, alone }| (steering::steer(&socket, index, alone), socket, tls))
+        .collect();
+    if listeners.iter().any(|(steered, ..)| *steered) {
+        server_loop.balance.start();
+    }
+    let accepts: Vec<JoinHandle<()>> = listeners
+        .into_iter()
         .map(|(steered, listener, tls)| match TcpListener::from_std(listener) {
             Ok(listener) => {
                 let (failed, server_loop) = (state.clone(), server_loop.clone());

@@ -8,11 +8,14 @@
 //! moved between them.
 //!
 //! Steering follows the packets, not the load: when they all arrive on one CPU (a network card
-//! with one queue, a client on one thread) one loop would get every connection. So a loop that
+//! with one queue, a client on one thread) one loop would get every connection. So once a loop
 //! has held more connections than the loop with the fewest, by more than [`margin`], for
-//! [`SETTLE`] passes its new ones to that loop, as a server with no steering would have spread
-//! them; the connections it accepts before then wait for the end of that time to be placed.
+//! [`SETTLE`], it passes its new ones to that loop, as a server with no steering would have spread
+//! them, and its kept-alive connections go there too, each between two requests. Nothing waits
+//! for the balance: a connection is always answered at once where it is, and moves only when it
+//! is idle with nothing read ahead.
 
+use std::cell::Cell;
 use std::net::{SocketAddr, TcpListener as StdListener};
 use std::rc::Rc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -20,11 +23,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use neverblock::net::TcpStream;
-use neverblock::runtime::{pinned_cpu, spawn_on, turn_start, TaskBuilder};
+use neverblock::runtime::{pinned_cpu, spawn_on, turn_start};
 
 use super::registry::Counters;
 use super::tls::TlsConfig;
-use super::{listen, naming, ServerLoop};
+use super::{http1, listen, ServerLoop};
 
 /// How many more connections than the loop with the fewest a loop may hold before it passes new
 /// ones on: two, and an eighth of the fewest more. A few long-lived connections from one CPU (a
@@ -67,48 +70,44 @@ pub(super) fn steer(socket: &StdListener, index: usize, alone: bool) -> bool {
     }
 }
 
-/// Where a connection just accepted goes.
-#[derive(Debug)]
-pub(super) enum Placement {
-    /// Served by the loop that accepted it.
-    Here,
-    /// Handed to this loop.
-    Loop(usize),
-    /// Decided at this instant: the loops are uneven, but not for long yet.
-    After(Instant),
-}
-
-/// What an accept loop remembers of the balance between loops: since when its loop has held
-/// more than its share, and when it last looked.
+/// What a loop remembers of the balance between loops: whether it steers at all, since when it has
+/// held more than its share, and when it last looked.
 #[derive(Debug, Default)]
 pub(super) struct Balance {
-    uneven_since: Option<Instant>,
-    looked: Option<Instant>,
+    steered: Cell<bool>,
+    uneven_since: Cell<Option<Instant>>,
+    looked: Cell<Option<Instant>>,
 }
 
 impl Balance {
-    /// Where a connection just accepted by `server_loop` goes: here while the loops are even (or
-    /// the server stops); to the loop with the fewest connections once `server_loop` has held
-    /// more than [`margin`] more than it for [`SETTLE`]; until then, decided when that time is up.
-    /// Clients on several CPUs that connect at once do not arrive at once (one CPU's connections
-    /// may all be accepted before another's): by then the other loops have theirs, and each
-    /// connection stays on the CPU it came from.
-    pub(super) fn place(&mut self, server_loop: &ServerLoop) -> Placement {
+    /// From now on the loop takes the connections of its CPU (one of its listeners is steered), so
+    /// it keeps its share: no more.
+    pub(super) fn start(&self) {
+        self.steered.set(true);
+    }
+
+    /// The loop a connection of `server_loop` (new, or kept alive between requests) should go to:
+    /// the one with the fewest connections, once `server_loop` has held more than [`margin`] more
+    /// than it for [`SETTLE`]; `None` while the loops are even, before then, when the loop does not
+    /// steer, or while the server stops. Clients on several CPUs that connect at once do not arrive
+    /// at once (one CPU's connections may all be accepted before another's): by the time the
+    /// imbalance has lasted, the other loops have theirs, and each connection stays on its CPU.
+    pub(super) fn elsewhere(&self, server_loop: &ServerLoop) -> Option<usize> {
+        if !self.steered.get() {
+            return None;
+        }
         let now = turn_start().unwrap_or_else(Instant::now);
-        let looked = self.looked.replace(now);
+        let looked = self.looked.replace(Some(now));
         let Some(to) = emptier(server_loop) else {
-            self.uneven_since = None;
-            return Placement::Here;
+            self.uneven_since.set(None);
+            return None;
         };
         if looked.is_none_or(|looked| now.duration_since(looked) > FORGET) {
-            self.uneven_since = None;
+            self.uneven_since.set(None);
         }
-        let settled = *self.uneven_since.get_or_insert(now) + SETTLE;
-        if now >= settled {
-            Placement::Loop(to)
-        } else {
-            Placement::After(settled)
-        }
+        let since = self.uneven_since.get().unwrap_or(now);
+        self.uneven_since.set(Some(since));
+        (now >= since + SETTLE).then_some(to)
     }
 }
 
@@ -142,32 +141,6 @@ impl Drop for Incoming {
     }
 }
 
-/// Places `stream`, accepted by `server_loop` from `peer`, at `when`: a fiber waits until then,
-/// and serves it here if the loops are even again, else hands it to the loop with the fewest.
-pub(super) fn place_at(
-    when: Instant,
-    stream: TcpStream,
-    peer: SocketAddr,
-    server_loop: &Rc<ServerLoop>,
-    tls: Option<TlsConfig>,
-) {
-    let server_loop = server_loop.clone();
-    let waiting = Incoming::to(&server_loop.state.counters[server_loop.index]);
-    let name = format!("placing {}", naming::connection(peer, tls.is_some()));
-    let placing = TaskBuilder::new().name(&name).try_spawn(move || {
-        neverblock::sleep_until(when);
-        let to = emptier(&server_loop);
-        drop(waiting);
-        match to {
-            Some(to) => hand_over(stream, peer, tls, &server_loop, to),
-            None => listen::serve_accepted(stream, peer, &server_loop, tls),
-        }
-    });
-    if let Err(e) = placing {
-        log::error!("connection from {peer} closed unserved: {e}");
-    }
-}
-
 /// Hands `stream`, accepted by `server_loop` from `peer`, to loop `to`, which serves it as one of
 /// its own.
 pub(super) fn hand_over(
@@ -177,18 +150,35 @@ pub(super) fn hand_over(
     server_loop: &ServerLoop,
     to: usize,
 ) {
+    pass(stream, peer, server_loop, to, move |stream, there| listen::serve_accepted(stream, peer, there, tls));
+}
+
+/// Moves `stream`, a cleartext HTTP/1 connection from `peer` kept alive by `server_loop` and idle
+/// between requests, to loop `to`, which serves its next request.
+pub(super) fn move_kept(stream: TcpStream, peer: SocketAddr, server_loop: &ServerLoop, to: usize) {
+    pass(stream, peer, server_loop, to, move |stream, there| http1::serve_moved(stream, peer, there));
+}
+
+/// Passes `stream` to loop `to`, counted in its `incoming` on the way, where `serve` takes it.
+fn pass(
+    stream: TcpStream,
+    peer: SocketAddr,
+    server_loop: &ServerLoop,
+    to: usize,
+    serve: impl FnOnce(TcpStream, &Rc<ServerLoop>) + Send + 'static,
+) {
     let stream = match stream.into_std() {
         Ok(stream) => stream,
-        Err(e) => return log::error!("connection from {peer} closed unserved: cannot hand it to loop {to}: {e}"),
+        Err(e) => return log::error!("connection from {peer} closed: cannot hand it to loop {to}: {e}"),
     };
     let incoming = Incoming::to(&server_loop.state.counters[to]);
     drop(spawn_on(to, move || {
         let Some(server_loop) = ServerLoop::current() else {
-            return log::warn!("connection from {peer} closed unserved: loop {to} does not serve");
+            return log::warn!("connection from {peer} closed: loop {to} does not serve");
         };
         match TcpStream::from_std(stream) {
-            Ok(stream) => listen::serve_accepted(stream, peer, &server_loop, tls),
-            Err(e) => log::error!("connection from {peer} closed unserved: {e}"),
+            Ok(stream) => serve(stream, &server_loop),
+            Err(e) => log::error!("connection from {peer} closed: {e}"),
         }
         drop(incoming);
     }));

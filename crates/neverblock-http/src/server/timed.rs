@@ -114,6 +114,11 @@ impl TimedStream {
         &self.stream
     }
 
+    /// The stream, when no one else holds it.
+    pub(crate) fn into_stream(self) -> Option<TcpStream> {
+        Rc::into_inner(self.stream)
+    }
+
     pub(crate) fn set_read_limit(&self, limit: WaitLimit) {
         self.read.set(limit);
     }

@@ -76,6 +76,12 @@ impl<S> BufferedConn<S> {
         &mut self.stream
     }
 
+    /// The stream, given up with the buffer (whose unconsumed bytes, if any, are lost: callers
+    /// check [`has_buffered`](Self::has_buffered) first).
+    pub(crate) fn into_inner(self) -> S {
+        self.stream
+    }
+
     /// Whether bytes were read from the stream that no message consumed (e.g. a pipelined one).
     pub(crate) fn has_buffered(&self) -> bool {
         self.start < self.end

@@ -1,10 +1,12 @@
 //! Loops pinned to CPUs, each taking the connections that arrive on its CPU, and passing new ones
-//! on once it holds more than its share. On loopback a connection arrives on the CPU of the thread
-//! that connects, so a client thread pinned to a CPU stands for a network card's queue.
+//! on, and kept-alive ones between requests, once it has held more than its share for a while. On
+//! loopback a connection arrives on the CPU of the thread that connects, so a client thread pinned
+//! to a CPU stands for a network card's queue.
 
 use std::io::{BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::{mpsc, Mutex};
+use std::time::Duration;
 
 use neverblock::runtime::{pinned_cpu, thread_index};
 use neverblock_http::server::{Request, Response, Server};
@@ -88,17 +90,48 @@ fn with_pinning_off_no_loop_is_pinned() {
     assert!(answers.iter().all(|a| a.starts_with("None ")), "{answers:?}");
 }
 
+/// Longer than a loop waits, holding more than its share, before it passes connections on.
+const UNEVEN_FOR_A_WHILE: Duration = Duration::from_millis(50);
+
+#[expect(clippy::disallowed_methods, reason = "the test's own thread, outside any runtime: the server runs apart")]
+fn let_the_imbalance_last() {
+    std::thread::sleep(UNEVEN_FOR_A_WHILE);
+}
+
 #[test]
 fn a_loop_that_holds_more_than_its_share_for_a_while_passes_new_connections_to_the_other() {
     let Some(cpus) = two_cpus() else { return };
     let server = telling_where(true);
-    // Two more than the other loop is a loop's share with so few.
+    let here = format!("Some({}) 0", cpus[0]);
+    let there = format!("Some({}) 1", cpus[1]);
+    // Each answered at once where it arrived; after the third, this loop holds more than its share
+    // (two more than the other's none).
     let (_first, answers) = connect_from(cpus[0], server.addr, 3);
-    assert!(answers.iter().all(|a| *a == format!("Some({}) 0", cpus[0])), "{answers:?}");
-    // The next is placed once the imbalance has lasted; nothing came to the other loop meanwhile,
-    // so it goes there. Then the loops are even again, and the one after stays where it came.
-    let (_moved, answers) = connect_from(cpus[0], server.addr, 1);
-    assert_eq!(answers, [format!("Some({}) 1", cpus[1])]);
+    assert!(answers.iter().all(|a| *a == here), "{answers:?}");
+    let_the_imbalance_last();
+    // That has lasted: the next goes to the other loop at once. Then three against one is within a
+    // loop's share, and the one after stays where it arrived.
+    let (_passed, answers) = connect_from(cpus[0], server.addr, 1);
+    assert_eq!(answers, [there], "passed on");
     let (_back, answers) = connect_from(cpus[0], server.addr, 1);
-    assert_eq!(answers, [format!("Some({}) 0", cpus[0])], "even again: served where it arrived");
+    assert_eq!(answers, [here], "even again: served where it arrived");
+}
+
+#[test]
+fn a_loop_that_holds_more_than_its_share_for_a_while_moves_kept_alive_connections_between_requests() {
+    let Some(cpus) = two_cpus() else { return };
+    let server = telling_where(true);
+    let here = format!("Some({}) 0", cpus[0]);
+    let there = format!("Some({}) 1", cpus[1]);
+    let (mut kept, answers) = connect_from(cpus[0], server.addr, 3);
+    assert!(answers.iter().all(|a| *a == here), "{answers:?}");
+    let_the_imbalance_last();
+    // The first connection to finish a request once the imbalance has lasted moves after it, and
+    // serves its next request on the other loop; two against one is even, so the others stay.
+    assert_eq!(where_served(&mut kept[0]), here, "answered where it is, then moved");
+    assert_eq!(where_served(&mut kept[0]), there, "its next request, on the other loop");
+    for stream in &mut kept[1..] {
+        assert_eq!(where_served(stream), here);
+    }
+    assert_eq!(where_served(&mut kept[0]), there, "and it stays there");
 }

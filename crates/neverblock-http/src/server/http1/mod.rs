@@ -13,6 +13,8 @@
 //! A kept-alive connection that waits a second for its next request gives back its buffers. In
 //! cleartext its fiber then ends: the connection's state moves into a task that holds no fiber
 //! until the client's next byte (or the keep-alive deadline) starts it, and serves on from there.
+//! A cleartext connection between requests, with nothing read ahead, may also move to another loop
+//! that holds fewer connections (see `steering`), which serves it on from its next request.
 
 mod body;
 mod socket;
@@ -22,17 +24,19 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant, SystemTime};
 
+use neverblock::net::TcpStream;
 use neverblock::runtime::{TaskActivity, TaskBuilder};
 
 use super::connection::{Connection, Serving};
 use super::exchange::Exchange;
+use super::naming;
 use super::naming::Answering;
 use super::panics::{catch, panic_message};
 use super::request::{Request, RequestBody, RequestParts};
 use super::response::Response;
 use super::timed::{MinRate, TimedStream, WaitLimit};
 use super::tls::{TlsInfo, TlsSession};
-use super::ServerLoop;
+use super::{steering, ServerLoop};
 use crate::wire::body::Decoder;
 use crate::wire::head::Head;
 use crate::wire::server::{check_request, read_request_head, HeadError, Message, Refusal};
@@ -97,6 +101,18 @@ enum HeadWait {
     Released { since: Instant },
 }
 
+/// Why [`serve_until_quiet`] returned.
+#[derive(Clone, Copy, Debug)]
+enum Quiet {
+    /// The connection ended.
+    Ended,
+    /// It has waited [`IDLE_RELEASE`] for its next request, idle since then, and given back what
+    /// it held for requests.
+    Idle(Instant),
+    /// It is between requests, with nothing read ahead, and goes to this loop.
+    Moving(usize),
+}
+
 /// Serves the connection (its TLS handshake made, on an HTTPS listener) until it closes, the
 /// client asks to close it, or the server stops.
 pub(super) fn serve(
@@ -114,18 +130,55 @@ pub(super) fn serve(
 /// Serves requests on this fiber from the wait `wait` on. A cleartext connection that goes quiet
 /// for [`IDLE_RELEASE`] ends this fiber's part: a task with no fiber takes the connection over
 /// until the client sends again (or its keep-alive timeout ends), then serves it on from there.
+/// One that moves to another loop ends it too.
 fn serve_from(mut http1: Http1, mut wait: HeadWait) {
-    let socket = http1.conn.get_ref().clone();
-    let _close_notify = CloseNotify(&socket);
-    loop {
-        let Some(since) = serve_until_quiet(&mut http1, wait) else { return };
-        if socket.can_wait_fiberless() {
-            return wait_fiberless(http1, since);
+    let quiet = {
+        let socket = http1.conn.get_ref().clone();
+        let _close_notify = CloseNotify(&socket);
+        loop {
+            match serve_until_quiet(&mut http1, wait) {
+                Quiet::Idle(since) if !socket.can_wait_fiberless() => {
+                    // Over TLS the session may hold what was sent already: this fiber reads on, its
+                    // stack trimmed to this frame.
+                    neverblock::fiber::trim_stack();
+                    wait = HeadWait::Released { since };
+                }
+                quiet => break quiet,
+            }
         }
-        // Over TLS the session may hold what was sent already: this fiber reads on, its stack
-        // trimmed to this frame.
-        neverblock::fiber::trim_stack();
-        wait = HeadWait::Released { since };
+    };
+    match quiet {
+        Quiet::Ended => {}
+        Quiet::Idle(since) => wait_fiberless(http1, since),
+        Quiet::Moving(to) => move_to(http1, to),
+    }
+}
+
+/// Moves the connection, between requests, to loop `to`: it leaves this loop's registry and
+/// counts, and its stream goes there.
+fn move_to(http1: Http1, to: usize) {
+    let Http1 { conn, connection, server_loop, _serving } = http1;
+    let peer = connection.peer;
+    drop((connection, _serving));
+    match conn.into_inner().into_stream() {
+        Some(stream) => steering::move_kept(stream, peer, &server_loop, to),
+        None => log::error!("connection from {peer} closed: another handle on it kept it from moving to loop {to}"),
+    }
+}
+
+/// Serves `stream`, a cleartext connection from `peer` kept alive by another loop, from its next
+/// request on, on `server_loop`: a connection of its own, in a fiber of its own.
+pub(super) fn serve_moved(stream: TcpStream, peer: SocketAddr, server_loop: &Rc<ServerLoop>) {
+    let stream = Rc::new(stream);
+    let registered = server_loop.registry.enter(stream.clone());
+    let local = stream.local_addr().unwrap_or(peer);
+    let connection = Connection { peer, local, tls: None, registered };
+    let serving = Serving::resume(server_loop, 0);
+    let conn = BufferedConn::new(Socket::new(TimedStream::new(stream), None));
+    let http1 = Http1 { conn, connection, server_loop: server_loop.clone(), _serving: serving };
+    let name = naming::connection(peer, false);
+    if let Err(e) = TaskBuilder::new().name(&name).try_spawn(move || serve_from(http1, HeadWait::Kept)) {
+        log::error!("connection from {peer} closed: {e}");
     }
 }
 
@@ -138,9 +191,9 @@ fn wait_fiberless(http1: Http1, since: Instant) {
     drop(waiting.spawn(move || serve_from(http1, HeadWait::Released { since })));
 }
 
-/// Serves requests until the connection ends (`None`), or has waited [`IDLE_RELEASE`] for a next
-/// one and given back what it held for them: then when it went idle.
-fn serve_until_quiet(http1: &mut Http1, mut wait: HeadWait) -> Option<Instant> {
+/// Serves requests until the connection ends, has waited [`IDLE_RELEASE`] for a next one and
+/// given back what it held for them, or is to move to another loop.
+fn serve_until_quiet(http1: &mut Http1, mut wait: HeadWait) -> Quiet {
     let Http1 { conn, connection, server_loop, .. } = http1;
     let Connection { peer, local, tls: tls_info, registered } = &*connection;
     let socket = conn.get_ref().clone();
@@ -150,7 +203,7 @@ fn serve_until_quiet(http1: &mut Http1, mut wait: HeadWait) -> Option<Instant> {
     let activity = TaskActivity::current().expect("a connection is served on a fiber of its loop");
     loop {
         if server_loop.registry.is_idle_closed() {
-            return None;
+            return Quiet::Ended;
         }
         let now = super::timed::now();
         if matches!(wait, HeadWait::Kept) && conn.has_buffered() {
@@ -172,17 +225,17 @@ fn serve_until_quiet(http1: &mut Http1, mut wait: HeadWait) -> Option<Instant> {
             if let Err(HeadError::Io { error, partial: false }) = &read {
                 if error.kind() == std::io::ErrorKind::TimedOut {
                     release_while_idle(conn, &mut head);
-                    return Some(now);
+                    return Quiet::Idle(now);
                 }
             }
         }
         registered.set_idle_since(None);
         let version = match read {
             Ok(version) => version,
-            Err(HeadError::Closed) => return None,
+            Err(HeadError::Closed) => return Quiet::Ended,
             Err(HeadError::NotHttp) => {
                 log::debug!("{peer}: not HTTP; closed unanswered");
-                return None;
+                return Quiet::Ended;
             }
             Err(HeadError::Io { error, partial }) => {
                 log::debug!("{peer}: reading a request head: {error}");
@@ -192,13 +245,13 @@ fn serve_until_quiet(http1: &mut Http1, mut wait: HeadWait) -> Option<Instant> {
                     let refusal = Refusal { status: 408, why: why.into() };
                     refuse(server_loop, &socket, &refusal, Received::Line(None), addresses);
                 }
-                return None;
+                return Quiet::Ended;
             }
             Err(HeadError::Refused(refusal)) => {
                 count_request(server_loop);
                 let line = request_line(conn.buffered(), refusal.status);
                 refuse(server_loop, &socket, &refusal, Received::Line(line), addresses);
-                return None;
+                return Quiet::Ended;
             }
         };
         count_request(server_loop);
@@ -206,14 +259,19 @@ fn serve_until_quiet(http1: &mut Http1, mut wait: HeadWait) -> Option<Instant> {
             Ok(message) => message,
             Err(refusal) => {
                 refuse(server_loop, &socket, &refusal, Received::Head(&head), addresses);
-                return None;
+                return Quiet::Ended;
             }
         };
         let answering = Answering::start(&activity, head.method(), head.target());
         let answered = answer(server_loop, conn, &head, &message, addresses);
         drop(answering);
         if !answered {
-            return None;
+            return Quiet::Ended;
+        }
+        if !conn.has_buffered() && socket.can_wait_fiberless() {
+            if let Some(to) = server_loop.balance.elsewhere(server_loop) {
+                return Quiet::Moving(to);
+            }
         }
         wait = HeadWait::Kept;
     }

@@ -38,6 +38,14 @@ impl Socket {
         self.inner.timed.stream()
     }
 
+    /// The connection's stream, when this is the last handle on it and nothing is queued or held
+    /// by TLS (a cleartext connection between requests): what moves to another loop.
+    pub(super) fn into_stream(self) -> Option<TcpStream> {
+        let inner = Rc::into_inner(self.inner)?;
+        (inner.tls.is_none() && inner.pending.borrow().is_empty()).then_some(())?;
+        inner.timed.into_stream()
+    }
+
     pub(super) fn set_read_limit(&self, limit: WaitLimit) {
         self.inner.timed.set_read_limit(limit);
     }
