@@ -93,6 +93,30 @@ fn with_pinning_off_no_loop_is_pinned() {
 /// Longer than a loop waits, holding more than its share, before it passes connections on.
 const UNEVEN_FOR_A_WHILE: Duration = Duration::from_millis(50);
 
+/// A server of two pinned loops, the first holding three connections from its CPU, more than its
+/// share (two more than the other's none) for a while: the server, the connections, and what
+/// each loop says of itself.
+struct Uneven {
+    server: Running,
+    cpu: usize,
+    kept: Vec<BufReader<TcpStream>>,
+    here: String,
+    there: String,
+}
+
+impl Uneven {
+    fn make() -> Option<Uneven> {
+        let cpus = two_cpus()?;
+        let server = telling_where(true);
+        let (here, there) = (format!("Some({}) 0", cpus[0]), format!("Some({}) 1", cpus[1]));
+        // Each answered at once where it arrived, however uneven the loops.
+        let (kept, answers) = connect_from(cpus[0], server.addr, 3);
+        assert!(answers.iter().all(|a| *a == here), "{answers:?}");
+        let_the_imbalance_last();
+        Some(Uneven { server, cpu: cpus[0], kept, here, there })
+    }
+}
+
 #[expect(clippy::disallowed_methods, reason = "the test's own thread, outside any runtime: the server runs apart")]
 fn let_the_imbalance_last() {
     std::thread::sleep(UNEVEN_FOR_A_WHILE);
@@ -100,32 +124,18 @@ fn let_the_imbalance_last() {
 
 #[test]
 fn a_loop_that_holds_more_than_its_share_for_a_while_passes_new_connections_to_the_other() {
-    let Some(cpus) = two_cpus() else { return };
-    let server = telling_where(true);
-    let here = format!("Some({}) 0", cpus[0]);
-    let there = format!("Some({}) 1", cpus[1]);
-    // Each answered at once where it arrived; after the third, this loop holds more than its share
-    // (two more than the other's none).
-    let (_first, answers) = connect_from(cpus[0], server.addr, 3);
-    assert!(answers.iter().all(|a| *a == here), "{answers:?}");
-    let_the_imbalance_last();
-    // That has lasted: the next goes to the other loop at once. Then three against one is within a
-    // loop's share, and the one after stays where it arrived.
-    let (_passed, answers) = connect_from(cpus[0], server.addr, 1);
+    let Some(Uneven { server, cpu, here, there, kept: _kept }) = Uneven::make() else { return };
+    // The imbalance has lasted: the next connection goes to the other loop at once. Then three
+    // against one is within a loop's share, and the one after stays where it arrived.
+    let (_passed, answers) = connect_from(cpu, server.addr, 1);
     assert_eq!(answers, [there], "passed on");
-    let (_back, answers) = connect_from(cpus[0], server.addr, 1);
+    let (_back, answers) = connect_from(cpu, server.addr, 1);
     assert_eq!(answers, [here], "even again: served where it arrived");
 }
 
 #[test]
 fn a_loop_that_holds_more_than_its_share_for_a_while_moves_kept_alive_connections_between_requests() {
-    let Some(cpus) = two_cpus() else { return };
-    let server = telling_where(true);
-    let here = format!("Some({}) 0", cpus[0]);
-    let there = format!("Some({}) 1", cpus[1]);
-    let (mut kept, answers) = connect_from(cpus[0], server.addr, 3);
-    assert!(answers.iter().all(|a| *a == here), "{answers:?}");
-    let_the_imbalance_last();
+    let Some(Uneven { mut kept, here, there, server: _server, cpu: _ }) = Uneven::make() else { return };
     // The first connection to finish a request once the imbalance has lasted moves after it, and
     // serves its next request on the other loop; two against one is even, so the others stay.
     assert_eq!(where_served(&mut kept[0]), here, "answered where it is, then moved");
