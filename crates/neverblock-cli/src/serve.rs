@@ -52,8 +52,8 @@ pub(crate) struct ServeArgs {
     /// Leave the loops unpinned: they run wherever the scheduler puts them, and the kernel spreads
     /// new connections by a hash of their addresses. By default, with a loop on every CPU, each
     /// loop is pinned to a CPU of its own and takes the connections whose packets arrive on that
-    /// CPU, passing new ones (and kept-alive ones, between requests) on to the least busy loop
-    /// once it has held more than its share for 10 ms.
+    /// CPU, passing new ones (and kept-alive cleartext HTTP/1 ones, between requests) on to the
+    /// least busy loop once it has held more than its share for 10 ms.
     #[arg(long)]
     pub(crate) no_pin: bool,
     /// Write the pid of the serving process to this file once it serves; a process started by

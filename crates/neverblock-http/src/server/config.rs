@@ -151,7 +151,9 @@ impl ServerBuilder {
     /// 2022 steer them, older ones spread them by hash). A request is then woken, read, handled
     /// and answered on the CPU that received it, with no wake-up sent to another CPU. A loop that
     /// holds more than its share for 10 ms (every packet arriving on one CPU, from a network card
-    /// with one queue) passes new connections to the loop with the fewest. A thread a handler
+    /// with one queue) passes new connections to the loop with the fewest, and moves its cleartext
+    /// HTTP/1 connections there between requests (those are then served on another CPU than the
+    /// one their packets arrive on); no connection waits for that. A thread a handler
     /// starts inherits its loop's one CPU. Off, or with fewer loops than CPUs: the loops run
     /// wherever the scheduler puts them, and the kernel spreads connections by a hash of their
     /// addresses; a machine whose CPUs other busy processes share may prefer that.

@@ -22,20 +22,24 @@ use neverblock::net::TcpStream;
 use neverblock::sync::Notify;
 use slab::Slab;
 
-/// Counters of one loop, read from any thread (one cache line each, so loops never share one).
+/// Counters of one loop, read from any thread (their own cache lines, so loops never share one).
+/// Those that change with connections come first, in a line of their own: the other loops read
+/// `open` and `incoming` after every response (see `steering`), and a line the loop wrote at
+/// every request would be fetched from its CPU each time.
 #[derive(Debug, Default)]
-#[repr(align(64))]
+#[repr(C, align(64))]
 pub(super) struct Counters {
-    pub(super) accepted: AtomicU64,
     pub(super) open: AtomicU64,
-    /// Connections on their way to this loop's registry: waiting to be placed, or handed over from
-    /// another loop (see `steering`).
+    /// Connections on their way to this loop's registry from another loop: new ones handed over,
+    /// or kept-alive ones moving between requests (see `steering`).
     pub(super) incoming: AtomicU64,
-    pub(super) requests: AtomicU64,
+    pub(super) accepted: AtomicU64,
     pub(super) shed: AtomicU64,
     /// Connections handed to each protocol's driver, ever and now: `[HTTP/1, HTTP/2]`.
     pub(super) served: [AtomicU64; 2],
     pub(super) serving: [AtomicU64; 2],
+    /// Written at every request: in the next line.
+    pub(super) requests: AtomicU64,
 }
 
 /// How long shedding waits for the connections it closed to end.

@@ -66,6 +66,11 @@ impl ServerState {
         }
     }
 
+    /// Whether the shutdown has begun (on any loop's behalf).
+    pub(super) fn is_stopping(&self) -> bool {
+        self.stopping.load(SeqCst)
+    }
+
     /// Starts the shutdown: every loop's controller woken, the sockets kept for a handover let go.
     fn stop(&self) {
         self.stopping.store(true, SeqCst);

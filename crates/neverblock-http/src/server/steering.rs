@@ -112,9 +112,10 @@ impl Balance {
 }
 
 /// The loop with the fewest connections (open, and on their way to it), when `server_loop` holds
-/// more than [`margin`] more; never while the server stops.
+/// more than [`margin`] more; never once the server's shutdown has begun (another loop may have
+/// ended its part of it already, and serves no more).
 fn emptier(server_loop: &ServerLoop) -> Option<usize> {
-    if server_loop.registry.is_stopping() {
+    if server_loop.registry.is_stopping() || server_loop.state.is_stopping() {
         return None;
     }
     let counters = &server_loop.state.counters;
@@ -159,7 +160,8 @@ pub(super) fn move_kept(stream: TcpStream, peer: SocketAddr, server_loop: &Serve
     pass(stream, peer, server_loop, to, move |stream, there| http1::serve_moved(stream, peer, there));
 }
 
-/// Passes `stream` to loop `to`, counted in its `incoming` on the way, where `serve` takes it.
+/// Passes `stream` to loop `to`, counted in its `incoming` on the way, where `serve` takes it; back
+/// to `server_loop` if `to` has ended its part of a shutdown that began meanwhile.
 fn pass(
     stream: TcpStream,
     peer: SocketAddr,
@@ -171,15 +173,28 @@ fn pass(
         Ok(stream) => stream,
         Err(e) => return log::error!("connection from {peer} closed: cannot hand it to loop {to}: {e}"),
     };
-    let incoming = Incoming::to(&server_loop.state.counters[to]);
+    let (from, incoming) = (server_loop.index, Incoming::to(&server_loop.state.counters[to]));
     drop(spawn_on(to, move || {
-        let Some(server_loop) = ServerLoop::current() else {
-            return log::warn!("connection from {peer} closed: loop {to} does not serve");
-        };
-        match TcpStream::from_std(stream) {
-            Ok(stream) => serve(stream, &server_loop),
-            Err(e) => log::error!("connection from {peer} closed: {e}"),
+        match ServerLoop::current() {
+            Some(there) => adopt(stream, peer, &there, serve),
+            None => drop(spawn_on(from, move || match ServerLoop::current() {
+                Some(back) => adopt(stream, peer, &back, serve),
+                None => log::warn!("connection from {peer} closed: the server's loops no longer serve"),
+            })),
         }
         drop(incoming);
     }));
+}
+
+/// Serves `stream`, given back to std by another loop, on `server_loop`.
+fn adopt(
+    stream: std::net::TcpStream,
+    peer: SocketAddr,
+    server_loop: &Rc<ServerLoop>,
+    serve: impl FnOnce(TcpStream, &Rc<ServerLoop>),
+) {
+    match TcpStream::from_std(stream) {
+        Ok(stream) => serve(stream, server_loop),
+        Err(e) => log::error!("connection from {peer} closed: {e}"),
+    }
 }

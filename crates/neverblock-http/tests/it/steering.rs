@@ -136,9 +136,12 @@ fn a_loop_that_holds_more_than_its_share_for_a_while_passes_new_connections_to_t
 #[test]
 fn a_loop_that_holds_more_than_its_share_for_a_while_moves_kept_alive_connections_between_requests() {
     let Some(Uneven { mut kept, here, there, server: _server, cpu: _ }) = Uneven::make() else { return };
-    // The first connection to finish a request once the imbalance has lasted moves after it, and
-    // serves its next request on the other loop; two against one is even, so the others stay.
-    assert_eq!(where_served(&mut kept[0]), here, "answered where it is, then moved");
+    // Two requests sent at once: the second is read with the first, so the connection stays for it.
+    kept[0].get_mut().write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let pipelined = [read_reply(&mut kept[0], false).text(), read_reply(&mut kept[0], false).text()];
+    assert_eq!(pipelined, [here.clone(), here.clone()], "both answered where they were read");
+    // After the second, with nothing read ahead, it moves, and serves its next request on the
+    // other loop; two against one is even, so the others stay.
     assert_eq!(where_served(&mut kept[0]), there, "its next request, on the other loop");
     for stream in &mut kept[1..] {
         assert_eq!(where_served(stream), here);

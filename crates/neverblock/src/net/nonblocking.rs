@@ -119,7 +119,7 @@ impl<T: AsFd> NonBlocking<T> {
     #[inline]
     fn note_stream_read(&self, n: usize, len: usize) {
         if n > 0 && n < len {
-            self.registration.clear_ready(Direction::Read);
+            self.registration.drained(self.inner.as_fd());
         }
     }
 

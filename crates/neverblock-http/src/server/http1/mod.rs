@@ -162,7 +162,10 @@ fn move_to(http1: Http1, to: usize) {
     drop((connection, _serving));
     match conn.into_inner().into_stream() {
         Some(stream) => steering::move_kept(stream, peer, &server_loop, to),
-        None => log::error!("connection from {peer} closed: another handle on it kept it from moving to loop {to}"),
+        None => {
+            debug_assert!(false, "another handle on the stream of a connection moving between loops");
+            log::error!("connection from {peer} closed: another handle on it kept it from moving to loop {to}");
+        }
     }
 }
 
