@@ -1,12 +1,12 @@
 //! Multi-producer, single-consumer channels, bounded or not, whose blocked ends
 //! park their fibers.
 
-use std::collections::VecDeque;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::{lock, wait_in, StateGuard, StateLock};
+use crate::fifo::Fifo;
 use crate::runtime::scheduler::{Primitive, Wait, Woken};
 use crate::runtime::waiter::{self, WaitList, Waiter};
 
@@ -47,7 +47,7 @@ pub fn unbounded<T>() -> (Sender<T>, Receiver<T>) {
 fn channel<T>(capacity: Option<usize>) -> (Sender<T>, Receiver<T>) {
     let channel = Arc::new(Channel {
         state: StateLock::new(State {
-            queue: VecDeque::new(),
+            queue: Fifo::default(),
             capacity,
             senders: 1,
             receiver: true,
@@ -69,7 +69,7 @@ struct Channel<T> {
 }
 
 struct State<T> {
-    queue: VecDeque<T>,
+    queue: Fifo<T>,
     capacity: Option<usize>,
     senders: usize,
     receiver: bool,
