@@ -48,7 +48,8 @@ fn channel<T>(capacity: Option<usize>) -> (Sender<T>, Receiver<T>) {
     let channel = Arc::new(Channel {
         state: StateLock::new(State {
             queue: Fifo::default(),
-            capacity,
+            room: capacity.map_or(usize::MAX, |c| c.max(1)),
+            rendezvous: capacity == Some(0),
             senders: 1,
             receiver: true,
             receivers_waiting: WaitList::default(),
@@ -70,7 +71,11 @@ struct Channel<T> {
 
 struct State<T> {
     queue: Fifo<T>,
-    capacity: Option<usize>,
+    /// How many values the queue holds before a send parks: the capacity, one for a
+    /// rendezvous channel (its value waits there to be taken), `usize::MAX` unbounded.
+    room: usize,
+    /// Capacity 0: a send waits until its value is taken.
+    rendezvous: bool,
     senders: usize,
     receiver: bool,
     receivers_waiting: WaitList,
@@ -84,7 +89,7 @@ struct State<T> {
 
 impl<T> State<T> {
     fn full(&self) -> bool {
-        self.capacity.is_some_and(|c| self.queue.len() >= c.max(1))
+        self.queue.len() >= self.room
     }
 }
 
@@ -145,7 +150,7 @@ impl<T> Sender<T> {
             return Err(SendError::Disconnected(value));
         }
         state.queue.push_back(value);
-        if state.receivers_waiting.wake_one() || state.capacity != Some(0) {
+        if state.receivers_waiting.wake_one() || !state.rendezvous {
             // Buffered, or a rendezvous value handed to the receiver waiting (as in
             // Go): the single receiver takes the queue's head next, so the send is done.
             return Ok(());
