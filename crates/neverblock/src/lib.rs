@@ -37,7 +37,6 @@
 pub mod bridge;
 pub mod fiber;
 mod fiber_pool;
-mod fifo;
 #[cfg(feature = "hooks")]
 pub mod hooks;
 pub mod io;

@@ -21,22 +21,12 @@ pub(crate) enum Waiter {
 }
 
 impl Waiter {
-    /// Always inlined: a wake on the waker's own thread (the common case: a channel's
-    /// receiver waking its sender) is then a check of the scheduler's number and a push to
-    /// its run queue, with no call and no copy of the waiter.
-    #[inline(always)]
     pub(crate) fn wake(self) {
         match self {
             Waiter::Fiber { scheduler, turn } => scheduler::wake_on(scheduler, turn),
-            Waiter::Thread(t) => unpark(t),
+            Waiter::Thread(t) => t.unpark(),
         }
     }
-}
-
-/// Wakes a thread blocked outside a runtime: kept out of the inlined [`Waiter::wake`].
-#[cold]
-fn unpark(thread: Thread) {
-    thread.unpark();
 }
 
 /// Parks the calling fiber (or, outside a runtime, blocks the thread) after
@@ -139,23 +129,9 @@ impl WaitList {
         }
     }
 
-    /// Wakes the first waiter, if any; true if there was one. The look is inlined, the
-    /// wake not: a channel's send and receive each ask a list that is nearly always empty.
-    #[inline(always)]
+    /// Wakes the first waiter, if any; true if there was one.
     pub(crate) fn wake_one(&mut self) -> bool {
-        if self.waiters.is_empty() {
-            return false;
-        }
-        self.wake_first();
-        true
-    }
-
-    /// Wakes the first waiter, which the caller saw there.
-    #[inline(never)]
-    fn wake_first(&mut self) {
-        if let Some(waiter) = self.pop() {
-            waiter.wake();
-        }
+        self.pop().map(Waiter::wake).is_some()
     }
 
     pub(crate) fn is_empty(&self) -> bool {

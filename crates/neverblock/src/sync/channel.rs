@@ -1,12 +1,12 @@
 //! Multi-producer, single-consumer channels, bounded or not, whose blocked ends
 //! park their fibers.
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::{lock, wait_in, StateGuard, StateLock};
-use crate::fifo::Fifo;
 use crate::runtime::scheduler::{Primitive, Wait, Woken};
 use crate::runtime::waiter::{self, WaitList, Waiter};
 
@@ -47,9 +47,8 @@ pub fn unbounded<T>() -> (Sender<T>, Receiver<T>) {
 fn channel<T>(capacity: Option<usize>) -> (Sender<T>, Receiver<T>) {
     let channel = Arc::new(Channel {
         state: StateLock::new(State {
-            queue: Fifo::default(),
-            room: capacity.map_or(usize::MAX, |c| c.max(1)),
-            rendezvous: capacity == Some(0),
+            queue: VecDeque::new(),
+            capacity,
             senders: 1,
             receiver: true,
             receivers_waiting: WaitList::default(),
@@ -70,12 +69,8 @@ struct Channel<T> {
 }
 
 struct State<T> {
-    queue: Fifo<T>,
-    /// How many values the queue holds before a send parks: the capacity, one for a
-    /// rendezvous channel (its value waits there to be taken), `usize::MAX` unbounded.
-    room: usize,
-    /// Capacity 0: a send waits until its value is taken.
-    rendezvous: bool,
+    queue: VecDeque<T>,
+    capacity: Option<usize>,
     senders: usize,
     receiver: bool,
     receivers_waiting: WaitList,
@@ -89,7 +84,7 @@ struct State<T> {
 
 impl<T> State<T> {
     fn full(&self) -> bool {
-        self.queue.len() >= self.room
+        self.capacity.is_some_and(|c| self.queue.len() >= c.max(1))
     }
 }
 
@@ -150,7 +145,7 @@ impl<T> Sender<T> {
             return Err(SendError::Disconnected(value));
         }
         state.queue.push_back(value);
-        if state.receivers_waiting.wake_one() || !state.rendezvous {
+        if state.receivers_waiting.wake_one() || state.capacity != Some(0) {
             // Buffered, or a rendezvous value handed to the receiver waiting (as in
             // Go): the single receiver takes the queue's head next, so the send is done.
             return Ok(());
