@@ -119,7 +119,7 @@ impl<T: AsFd> NonBlocking<T> {
     #[inline]
     fn note_stream_read(&self, n: usize, len: usize) {
         if n > 0 && n < len {
-            self.registration.drained(self.inner.as_fd());
+            self.registration.clear_ready(self.inner.as_fd(), Direction::Read);
         }
     }
 
@@ -127,7 +127,7 @@ impl<T: AsFd> NonBlocking<T> {
     #[inline]
     fn note_stream_write(&self, n: usize, len: usize) {
         if n < len {
-            self.registration.clear_ready(Direction::Write);
+            self.registration.clear_ready(self.inner.as_fd(), Direction::Write);
         }
     }
 
@@ -143,7 +143,9 @@ impl<T: AsFd> NonBlocking<T> {
         loop {
             if self.registration.may_be_ready(direction) {
                 match op(&self.inner) {
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.registration.clear_ready(direction),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        self.registration.clear_ready(self.inner.as_fd(), direction)
+                    }
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                     result => return Poll::Ready(result),
                 }
@@ -164,7 +166,7 @@ impl<T: AsFd> NonBlocking<T> {
             Ok((n, _)) => Ok(n),
             Err(e) => {
                 if e == rustix::io::Errno::AGAIN {
-                    self.registration.clear_ready(Direction::Read);
+                    self.registration.clear_ready(self.inner.as_fd(), Direction::Read);
                 }
                 Err(e.into())
             }
@@ -174,7 +176,7 @@ impl<T: AsFd> NonBlocking<T> {
     /// Waits until the fd becomes writable (a non-blocking connect completing), or
     /// `deadline` passes (`TimedOut`).
     pub(crate) fn wait_writable(&self, deadline: Option<Instant>) -> io::Result<()> {
-        self.registration.clear_ready(Direction::Write);
+        self.registration.clear_ready(self.inner.as_fd(), Direction::Write);
         loop {
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(timed_out(Direction::Write));
@@ -213,7 +215,9 @@ impl<T: AsFd> NonBlocking<T> {
         loop {
             if self.registration.may_be_ready(direction) {
                 match op(&self.inner) {
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.registration.clear_ready(direction),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        self.registration.clear_ready(self.inner.as_fd(), direction)
+                    }
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                     result => return result,
                 }

@@ -67,24 +67,19 @@ impl Registration {
         running::fd_may_be_ready(self.home.load(Ordering::Relaxed), self.token(), direction).unwrap_or(true)
     }
 
-    /// Notes that a stream's read came back short: the kernel has nothing more for now, so the
-    /// next one parks until the loop's next look at the kernel reports more. An fd not registered
-    /// yet is registered with this thread's loop first (inside a task): unregistered, every read
-    /// is tried, and one that finds data arrived meanwhile is served at once, ahead of the loop's
-    /// other fibers and of what its turn knows of the world (see `runtime::at_turn_end`). An fd
-    /// that cannot be registered goes on being tried.
-    pub(crate) fn drained(&self, fd: BorrowedFd<'_>) {
+    /// Notes that an operation on `fd` in `direction` would block (it returned `WouldBlock`, or a
+    /// stream's came back short): the next one parks first, until the loop's next look at the
+    /// kernel reports readiness. An fd with no home yet is registered with this thread's loop
+    /// first (inside a task): without a registration there is nothing to mark, every operation
+    /// would be tried, and a read that finds data arrived meanwhile would be served at once, ahead
+    /// of the loop's other fibers and of what its turn knows of the world (see
+    /// `runtime::at_turn_end`). An fd that cannot be registered goes on being tried.
+    pub(crate) fn clear_ready(&self, fd: BorrowedFd<'_>, direction: Direction) {
         if self.home.load(Ordering::Relaxed) == 0 {
             if let Some(s) = scheduler::in_task() {
                 let _ = self.home_token(&s, fd);
             }
         }
-        self.clear_ready(Direction::Read);
-    }
-
-    /// Notes that an operation in `direction` would block (it returned
-    /// `WouldBlock`, or a stream's came back short): the next one parks first.
-    pub(crate) fn clear_ready(&self, direction: Direction) {
         running::fd_would_block(self.home.load(Ordering::Relaxed), self.token(), direction);
     }
 
