@@ -492,16 +492,13 @@ struct LoopListener {
 fn serve_loop(index: usize, listeners: Vec<LoopListener>, config: Arc<Config>, state: Arc<ServerState>) {
     let grace = config.timeouts.shutdown;
     let registry = Rc::new(Registry::new(state.controls[index].clone(), state.counters[index].clone()));
-    let balance = steering::Balance::default();
-    let server_loop = Rc::new(ServerLoop { config, registry: registry.clone(), index, state: state.clone(), balance });
-    server_loop.make_current();
     let listeners: Vec<_> = listeners
         .into_iter()
         .map(|LoopListener { socket, tls, alone }| (steering::steer(&socket, index, alone), socket, tls))
         .collect();
-    if listeners.iter().any(|(steered, ..)| *steered) {
-        server_loop.balance.start();
-    }
+    let balance = steering::Balance::new(listeners.iter().any(|(steered, ..)| *steered));
+    let server_loop = Rc::new(ServerLoop { config, registry: registry.clone(), index, state: state.clone(), balance });
+    server_loop.make_current();
     let accepts: Vec<JoinHandle<()>> = listeners
         .into_iter()
         .map(|(steered, listener, tls)| match TcpListener::from_std(listener) {

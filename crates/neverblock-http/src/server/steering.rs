@@ -70,20 +70,20 @@ pub(super) fn steer(socket: &StdListener, index: usize, alone: bool) -> bool {
     }
 }
 
-/// What a loop remembers of the balance between loops: whether it steers at all, since when it has
-/// held more than its share, and when it last looked.
-#[derive(Debug, Default)]
+/// What a loop remembers of the balance between loops: whether it keeps one at all (it takes the
+/// connections of its CPU: one of its listeners is steered), since when it has held more than its
+/// share, and when it last looked.
+#[derive(Debug)]
 pub(super) struct Balance {
-    steered: Cell<bool>,
+    steered: bool,
     uneven_since: Cell<Option<Instant>>,
     looked: Cell<Option<Instant>>,
 }
 
 impl Balance {
-    /// From now on the loop takes the connections of its CPU (one of its listeners is steered), so
-    /// it keeps its share: no more.
-    pub(super) fn start(&self) {
-        self.steered.set(true);
+    /// The balance of a loop that takes the connections of its CPU when `steered`.
+    pub(super) fn new(steered: bool) -> Balance {
+        Balance { steered, uneven_since: Cell::new(None), looked: Cell::new(None) }
     }
 
     /// The loop a connection of `server_loop` (new, or kept alive between requests) should go to:
@@ -93,7 +93,7 @@ impl Balance {
     /// at once (one CPU's connections may all be accepted before another's): by the time the
     /// imbalance has lasted, the other loops have theirs, and each connection stays on its CPU.
     pub(super) fn elsewhere(&self, server_loop: &ServerLoop) -> Option<usize> {
-        if !self.steered.get() {
+        if !self.steered {
             return None;
         }
         let now = turn_start().unwrap_or_else(Instant::now);
@@ -115,7 +115,7 @@ impl Balance {
 /// more than [`margin`] more; never once the server's shutdown has begun (another loop may have
 /// ended its part of it already, and serves no more).
 fn emptier(server_loop: &ServerLoop) -> Option<usize> {
-    if server_loop.registry.is_stopping() || server_loop.state.is_stopping() {
+    if server_loop.state.is_stopping() {
         return None;
     }
     let counters = &server_loop.state.counters;
