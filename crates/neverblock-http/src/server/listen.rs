@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use neverblock::net::{TcpListener, TcpStream};
 use neverblock::runtime::TaskBuilder;
 
-use super::registry::{is_out_of_descriptors, SHED_WAIT};
+use super::registry::{is_out_of_descriptors, Registered, SHED_WAIT};
 use super::steering;
 use super::tls::TlsConfig;
 use super::{connection, naming, ServerLoop};
@@ -239,14 +239,26 @@ pub(super) fn serve_accepted(
     server_loop: &Rc<ServerLoop>,
     tls: Option<TlsConfig>,
 ) {
-    let name = naming::connection(peer, tls.is_some());
+    spawn_connection(stream, peer, server_loop, tls.is_some(), move |stream, registered, server_loop| {
+        connection::serve(stream, registered, peer, server_loop, tls.as_ref());
+    });
+}
+
+/// Enters `stream`, a connection from `peer` (over TLS when `tls`), in `server_loop`'s registry at
+/// once, and serves it there with `serve` in a fiber of its own: a shutdown that begins before the
+/// fiber first runs still finds the connection.
+pub(super) fn spawn_connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    server_loop: &Rc<ServerLoop>,
+    tls: bool,
+    serve: impl FnOnce(Rc<TcpStream>, Registered, &Rc<ServerLoop>) + 'static,
+) {
+    let name = naming::connection(peer, tls);
     let stream = Rc::new(stream);
     let registered = server_loop.registry.enter(stream.clone());
     let server_loop = server_loop.clone();
-    if let Err(e) = TaskBuilder::new()
-        .name(&name)
-        .try_spawn(move || connection::serve(stream, registered, peer, &server_loop, tls.as_ref()))
-    {
+    if let Err(e) = TaskBuilder::new().name(&name).try_spawn(move || serve(stream, registered, &server_loop)) {
         log::error!("connection from {peer} closed unserved: {e}");
     }
 }

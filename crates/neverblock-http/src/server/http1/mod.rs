@@ -29,7 +29,7 @@ use neverblock::runtime::{TaskActivity, TaskBuilder};
 
 use super::connection::{Connection, Serving};
 use super::exchange::Exchange;
-use super::naming;
+use super::listen;
 use super::naming::Answering;
 use super::panics::{catch, panic_message};
 use super::request::{Request, RequestBody, RequestParts};
@@ -122,9 +122,20 @@ pub(super) fn serve(
     serving: Serving,
     server_loop: &Rc<ServerLoop>,
 ) {
-    let conn = BufferedConn::new(Socket::new(timed, session));
-    let http1 = Http1 { conn, connection, server_loop: server_loop.clone(), _serving: serving };
-    serve_from(http1, HeadWait::First);
+    serve_from(Http1::new(timed, session, connection, serving, server_loop), HeadWait::First);
+}
+
+impl Http1 {
+    fn new(
+        timed: TimedStream,
+        session: Option<Box<TlsSession>>,
+        connection: Connection,
+        serving: Serving,
+        server_loop: &Rc<ServerLoop>,
+    ) -> Http1 {
+        let conn = BufferedConn::new(Socket::new(timed, session));
+        Http1 { conn, connection, server_loop: server_loop.clone(), _serving: serving }
+    }
 }
 
 /// Serves requests on this fiber from the wait `wait` on. A cleartext connection that goes quiet
@@ -172,17 +183,13 @@ fn move_to(http1: Http1, to: usize) {
 /// Serves `stream`, a cleartext connection from `peer` kept alive by another loop, from its next
 /// request on, on `server_loop`: a connection of its own, in a fiber of its own.
 pub(super) fn serve_moved(stream: TcpStream, peer: SocketAddr, server_loop: &Rc<ServerLoop>) {
-    let stream = Rc::new(stream);
-    let registered = server_loop.registry.enter(stream.clone());
-    let local = stream.local_addr().unwrap_or(peer);
-    let connection = Connection { peer, local, tls: None, registered };
-    let serving = Serving::resume(server_loop, 0);
-    let conn = BufferedConn::new(Socket::new(TimedStream::new(stream), None));
-    let http1 = Http1 { conn, connection, server_loop: server_loop.clone(), _serving: serving };
-    let name = naming::connection(peer, false);
-    if let Err(e) = TaskBuilder::new().name(&name).try_spawn(move || serve_from(http1, HeadWait::Kept)) {
-        log::error!("connection from {peer} closed: {e}");
-    }
+    listen::spawn_connection(stream, peer, server_loop, false, move |stream, registered, server_loop| {
+        let local = stream.local_addr().unwrap_or(peer);
+        let connection = Connection { peer, local, tls: None, registered };
+        let serving = Serving::resume(server_loop, 0);
+        let http1 = Http1::new(TimedStream::new(stream), None, connection, serving, server_loop);
+        serve_from(http1, HeadWait::Kept);
+    });
 }
 
 /// Hands the connection, quiet `since`, to a task that starts when the client sends (or at its
