@@ -50,7 +50,7 @@ pub(crate) struct IdleArgs {
     /// Also run the rows against this `neverblock` binary's delay-server (another build, to compare).
     #[arg(long)]
     server_bin: Option<PathBuf>,
-    /// Rounds, each measuring every server once (alternating); rows give medians.
+    /// Round, each measuring every server once (alternating); rows give medians.
     #[arg(long, default_value_t = 3)]
     runs: usize,
     #[command(flatten)]
@@ -78,7 +78,7 @@ pub(crate) fn run(args: IdleArgs) -> anyhow::Result<()> {
             None => eprintln!("note: go peer skipped: `go` is not installed or the peer did not build"),
         }
     }
-    let mut rounds: Vec<Vec<Rounds>> = servers.iter().map(|_| Vec::new()).collect();
+    let mut rounds: Vec<Vec<Round>> = servers.iter().map(|_| Vec::new()).collect();
     for _ in 0..args.runs.max(1) {
         for ((name, command), measured) in servers.iter().zip(&mut rounds) {
             measured.push(measure(name, command(), &args)?);
@@ -90,7 +90,7 @@ pub(crate) fn run(args: IdleArgs) -> anyhow::Result<()> {
 }
 
 /// One round's figures for one server: the active connections alone, then beside the idle ones.
-struct Rounds {
+struct Round {
     alone: Figures,
     beside: Figures,
     /// The server's memory per idle connection.
@@ -114,8 +114,8 @@ impl Figures {
 }
 
 /// A server's two rows: each figure the median of its rounds (errors summed).
-fn rows(name: &str, rounds: &[Rounds], args: &IdleArgs) -> Vec<Row> {
-    let row = |idle: usize, figures: &dyn Fn(&Rounds) -> &Figures| {
+fn rows(name: &str, rounds: &[Round], args: &IdleArgs) -> Vec<Row> {
+    let row = |idle: usize, figures: &dyn Fn(&Round) -> &Figures| {
         let median_of = |f: &dyn Fn(&Figures) -> f64| median(rounds.iter().map(|r| f(figures(r))).collect());
         Row::new("idle-connections", name, json!({"idle": idle, "active": args.active}))
             .metric("requests_per_s", median_of(&|f| f.rate).round())
@@ -131,7 +131,7 @@ fn rows(name: &str, rounds: &[Rounds], args: &IdleArgs) -> Vec<Row> {
 
 /// One round against one server, started afresh: active connections alone, then beside the idle
 /// ones.
-fn measure(name: &str, mut command: Command, args: &IdleArgs) -> anyhow::Result<Rounds> {
+fn measure(name: &str, mut command: Command, args: &IdleArgs) -> anyhow::Result<Round> {
     let server = ServerChild::announced(&mut command, name)?;
     let load = Load {
         url: server.url(),
@@ -156,7 +156,7 @@ fn measure(name: &str, mut command: Command, args: &IdleArgs) -> anyhow::Result<
     let after = server.rss()?;
     let beside = load::run(load)?;
     drop(idle);
-    Ok(Rounds {
+    Ok(Round {
         alone: Figures::of(&alone, before),
         beside: Figures::of(&beside, after),
         per_idle: after.saturating_sub(before) / args.idle.max(1) as u64,
