@@ -37,6 +37,7 @@
 pub mod bridge;
 pub mod fiber;
 mod fiber_pool;
+mod fifo;
 #[cfg(feature = "hooks")]
 pub mod hooks;
 pub mod io;

@@ -1,12 +1,12 @@
 //! Multi-producer, single-consumer channels, bounded or not, whose blocked ends
 //! park their fibers.
 
-use std::collections::VecDeque;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::{lock, wait_in, StateGuard, StateLock};
+use crate::fifo::Fifo;
 use crate::runtime::scheduler::{Primitive, Wait, Woken};
 use crate::runtime::waiter::{self, WaitList, Waiter};
 
@@ -47,8 +47,9 @@ pub fn unbounded<T>() -> (Sender<T>, Receiver<T>) {
 fn channel<T>(capacity: Option<usize>) -> (Sender<T>, Receiver<T>) {
     let channel = Arc::new(Channel {
         state: StateLock::new(State {
-            queue: VecDeque::new(),
-            capacity,
+            queue: Fifo::default(),
+            room: capacity.map_or(usize::MAX, |c| c.max(1)),
+            rendezvous: capacity == Some(0),
             senders: 1,
             receiver: true,
             receivers_waiting: WaitList::default(),
@@ -69,8 +70,12 @@ struct Channel<T> {
 }
 
 struct State<T> {
-    queue: VecDeque<T>,
-    capacity: Option<usize>,
+    queue: Fifo<T>,
+    /// How many values the queue holds before a send parks: the capacity, one for a
+    /// rendezvous channel (its value waits there to be taken), `usize::MAX` unbounded.
+    room: usize,
+    /// Capacity 0: a send waits until its value is taken.
+    rendezvous: bool,
     senders: usize,
     receiver: bool,
     receivers_waiting: WaitList,
@@ -84,7 +89,7 @@ struct State<T> {
 
 impl<T> State<T> {
     fn full(&self) -> bool {
-        self.capacity.is_some_and(|c| self.queue.len() >= c.max(1))
+        self.queue.len() >= self.room
     }
 }
 
@@ -145,7 +150,7 @@ impl<T> Sender<T> {
             return Err(SendError::Disconnected(value));
         }
         state.queue.push_back(value);
-        if state.receivers_waiting.wake_one() || state.capacity != Some(0) {
+        if state.receivers_waiting.wake_one() || !state.rendezvous {
             // Buffered, or a rendezvous value handed to the receiver waiting (as in
             // Go): the single receiver takes the queue's head next, so the send is done.
             return Ok(());

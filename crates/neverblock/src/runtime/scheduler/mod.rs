@@ -116,6 +116,7 @@ pub(crate) fn current() -> Option<Rc<Scheduler>> {
 
 /// Wakes a task of the runtime `scheduler`: directly on its own thread, through
 /// its remote queue from any other (nothing, if that runtime has ended).
+#[inline(always)]
 pub(crate) fn wake_on(scheduler: u64, turn: Turn) {
     if !running::wake_if_here(scheduler, turn) {
         wake_remote(scheduler, turn);
@@ -405,6 +406,7 @@ impl Scheduler {
 
     /// Makes a parked task runnable, if `turn` is its current park's (which the
     /// queue checks when the task's turn comes).
+    #[inline(always)]
     pub(crate) fn wake(&self, turn: Turn) {
         self.tasks.borrow_mut().queue.push_back(turn);
     }

@@ -2,7 +2,6 @@
 //! its turn number, its `timeout` scopes), the run queue, and what happens when a
 //! task is spawned, cancelled, timed out or ends.
 
-use std::collections::VecDeque;
 use std::num::NonZeroU32;
 use std::panic::Location;
 use std::rc::Rc;
@@ -14,6 +13,7 @@ use slab::Slab;
 
 use super::{Outcome, Scheduler, Wait, POLL_EVERY};
 use crate::fiber::{inherited_now, Fiber, Inherited, PanicPayload};
+use crate::fifo::Fifo;
 use crate::reactor::timer::TimerKey;
 use crate::reactor::{Alarm, Turn, Wake};
 use crate::runtime::beacon::label_key;
@@ -85,7 +85,7 @@ pub(super) struct Tasks {
     /// an entry is stale once its number is not its task's `turn`. Wake-ups are
     /// queued unchecked, so a task may have more than one entry; the first one
     /// taken off continues it, which makes the rest stale.
-    pub(super) queue: VecDeque<Turn>,
+    pub(super) queue: Fifo<Turn>,
     /// Tasks that yielded, in order: they join the back of `queue` after the loop's next look for
     /// I/O and timers, behind the tasks that look makes runnable.
     pub(super) deferred: Vec<Turn>,
