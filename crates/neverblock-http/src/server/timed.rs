@@ -2,7 +2,7 @@
 //! write waits no longer than the connection's current limit allows.
 //!
 //! Slow clients cost a timer here, never a worker: each read or write of a fiber parks it under one
-//! timeout, computed from its limit. A [`WaitLimit`] is a deadline for a whole request head (so a
+//! deadline, worked out from its limit on the loop's clock (no clock is read per operation). A [`WaitLimit`] is a deadline for a whole request head (so a
 //! client dripping one byte per timeout period is still dropped), a first-byte deadline for an
 //! idle keep-alive connection, or a [`MinRate`] for bodies both ways: each wait is bounded, and all
 //! the time spent waiting on the client must be earned at a minimum rate after a grace period
@@ -51,7 +51,9 @@ impl MinRate {
     /// How long the next operation may wait; `None` once the client has fallen below the rate.
     pub(crate) fn allowance(&self) -> Option<Duration> {
         let mut allow = self.per_wait;
-        if self.min_rate > 0 {
+        // Nothing waited yet (a response or body that never had to wait for the client): the
+        // grace alone is more than `per_wait`, so the rate needs no working out.
+        if self.min_rate > 0 && !self.waited.is_zero() {
             // In whole nanoseconds, without floating point: `moved` bytes at `min_rate` a second
             // (past 18 GB moved, as good as for ever).
             let nanos = self.moved.checked_mul(1_000_000_000).map_or(u64::MAX, |n| n / self.min_rate);
@@ -69,18 +71,20 @@ impl MinRate {
 }
 
 impl WaitLimit {
-    /// The timeout of the next operation, starting `now`.
-    fn timeout(&self, now: Instant) -> io::Result<Option<Duration>> {
-        let left = match *self {
+    /// The deadline of the next operation, starting `now`.
+    fn deadline(&self, now: Instant) -> io::Result<Option<Instant>> {
+        let deadline = match *self {
             WaitLimit::Unbounded => return Ok(None),
-            WaitLimit::Until(deadline) | WaitLimit::FirstByte { by: deadline, .. } => {
-                deadline.checked_duration_since(now)
-            }
-            WaitLimit::MinRate(rate) => rate.allowance(),
+            WaitLimit::Until(deadline) | WaitLimit::FirstByte { by: deadline, .. } => deadline,
+            WaitLimit::MinRate(rate) => match rate.allowance() {
+                Some(allowance) => now + allowance,
+                None => now,
+            },
         };
-        match left.filter(|d| !d.is_zero()) {
-            Some(d) => Ok(Some(d)),
-            None => Err(io::Error::new(io::ErrorKind::TimedOut, "the client was too slow")),
+        if deadline > now {
+            Ok(Some(deadline))
+        } else {
+            Err(io::Error::new(io::ErrorKind::TimedOut, "the client was too slow"))
         }
     }
 
@@ -89,7 +93,9 @@ impl WaitLimit {
         match self {
             WaitLimit::FirstByte { then, .. } if n > 0 => WaitLimit::Until(end + then),
             WaitLimit::MinRate(mut rate) => {
-                rate.record(end - start, n);
+                // An operation that did not park ended in the turn it began.
+                let waited = if end == start { Duration::ZERO } else { end.saturating_duration_since(start) };
+                rate.record(waited, n);
                 WaitLimit::MinRate(rate)
             }
             other => other,
@@ -134,7 +140,7 @@ impl TimedStream {
     /// The read's error; `TimedOut` past the limit.
     #[inline]
     pub(crate) fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
-        self.timed(&self.read, |mut s| io::Read::read(&mut s, buf), TcpStream::set_read_timeout)
+        self.timed(&self.read, |mut s| io::Read::read(&mut s, buf), TcpStream::set_read_deadline)
     }
 
     /// One write, under the write limit.
@@ -144,7 +150,7 @@ impl TimedStream {
     /// The write's error; `TimedOut` past the limit.
     #[inline]
     pub(crate) fn write(&self, buf: &[u8]) -> io::Result<usize> {
-        self.timed(&self.write, |mut s| io::Write::write(&mut s, buf), TcpStream::set_write_timeout)
+        self.timed(&self.write, |mut s| io::Write::write(&mut s, buf), TcpStream::set_write_deadline)
     }
 
     /// One gathering write of `bufs` (`writev(2)`), under the write limit: a TLS session's records
@@ -155,7 +161,7 @@ impl TimedStream {
     /// The write's error; `TimedOut` past the limit.
     #[inline]
     pub(crate) fn write_vectored(&self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
-        self.timed(&self.write, |mut s| io::Write::write_vectored(&mut s, bufs), TcpStream::set_write_timeout)
+        self.timed(&self.write, |mut s| io::Write::write_vectored(&mut s, bufs), TcpStream::set_write_deadline)
     }
 
     /// Writes all of `bytes`, under the write limit.
@@ -182,20 +188,20 @@ impl TimedStream {
     ///
     /// As [`TcpStream::send_file`].
     pub(crate) fn send_file(&self, file: &File, offset: u64, len: usize) -> io::Result<usize> {
-        self.timed(&self.write, |s| s.send_file(file, offset, len), TcpStream::set_write_timeout)
+        self.timed(&self.write, |s| s.send_file(file, offset, len), TcpStream::set_write_deadline)
     }
 
-    /// Runs `op` on the stream under `limit`, set as the stream's timeout by `set`.
+    /// Runs `op` on the stream under `limit`, set as the stream's deadline by `set`.
     #[inline]
     fn timed(
         &self,
         limit: &Cell<WaitLimit>,
         op: impl FnOnce(&TcpStream) -> io::Result<usize>,
-        set: fn(&TcpStream, Option<Duration>) -> io::Result<()>,
+        set: fn(&TcpStream, Option<Instant>),
     ) -> io::Result<usize> {
         let start = now();
         let current = limit.get();
-        set(&self.stream, current.timeout(start)?)?;
+        set(&self.stream, current.deadline(start)?);
         let n = op(&self.stream)?;
         limit.set(current.after(start, now(), n));
         Ok(n)
@@ -235,6 +241,17 @@ mod tests {
     }
 
     #[test]
+    fn a_min_rate_sets_each_operation_a_deadline_of_what_it_allows() {
+        let now = Instant::now();
+        let mut rate = MinRate::new(Duration::from_secs(10), 100);
+        assert_eq!(WaitLimit::MinRate(rate).deadline(now).unwrap(), Some(now + Duration::from_secs(10)));
+        rate.record(Duration::from_secs(10), 0);
+        let spent = WaitLimit::MinRate(rate).deadline(now).unwrap_err();
+        assert_eq!(spent.kind(), io::ErrorKind::TimedOut, "the grace is spent and nothing moved");
+        assert_eq!(WaitLimit::Unbounded.deadline(now).unwrap(), None);
+    }
+
+    #[test]
     fn a_head_deadline_starts_at_its_first_byte() {
         let now = Instant::now();
         let idle = WaitLimit::FirstByte { by: now + Duration::from_secs(60), then: Duration::from_secs(5) };
@@ -244,6 +261,6 @@ mod tests {
             WaitLimit::Until(deadline) => assert_eq!(deadline, later + Duration::from_secs(5)),
             other => panic!("{other:?}"),
         }
-        assert_eq!(WaitLimit::Until(now).timeout(now).unwrap_err().kind(), io::ErrorKind::TimedOut);
+        assert_eq!(WaitLimit::Until(now).deadline(now).unwrap_err().kind(), io::ErrorKind::TimedOut);
     }
 }

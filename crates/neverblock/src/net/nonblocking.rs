@@ -3,6 +3,7 @@
 use std::io;
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -21,7 +22,9 @@ use crate::runtime::registration::{Direction, Interest, Registration};
 /// A read or write timeout is a deadline for the whole call, checked each time
 /// the fd is found not ready; its timer is the registration's own, re-armed
 /// lazily (see `reactor::source`), so a long timeout that rarely expires costs
-/// no timer insert or cancel per wait.
+/// no timer insert or cancel per wait. A deadline set on the socket bounds every
+/// wait in its direction the same way, and costs no clock reading at all until
+/// a wait ends without the fd ready.
 #[derive(Debug)]
 pub(crate) struct NonBlocking<T: AsFd> {
     /// Declared before `inner`, so it is dropped (deregistered) before the fd closes.
@@ -30,6 +33,9 @@ pub(crate) struct NonBlocking<T: AsFd> {
     /// Read and write timeouts in nanoseconds (0: none).
     read_timeout: AtomicU64,
     write_timeout: AtomicU64,
+    /// Read and write deadlines, as stored by [`store_deadline`] (0: none).
+    read_deadline: AtomicU64,
+    write_deadline: AtomicU64,
 }
 
 impl<T: AsFd> NonBlocking<T> {
@@ -40,6 +46,8 @@ impl<T: AsFd> NonBlocking<T> {
             inner,
             read_timeout: AtomicU64::new(0),
             write_timeout: AtomicU64::new(0),
+            read_deadline: AtomicU64::new(0),
+            write_deadline: AtomicU64::new(0),
         }
     }
 
@@ -62,7 +70,7 @@ impl<T: AsFd> NonBlocking<T> {
 
     /// Runs `op` until it does not return `WouldBlock`, waiting for readability in between.
     pub(crate) fn read_with<R>(&self, op: impl FnMut(&T) -> io::Result<R>) -> io::Result<R> {
-        self.io_with(Direction::Read, load(&self.read_timeout), op)
+        self.io_with(Direction::Read, load(&self.read_timeout), &self.read_deadline, op)
     }
 
     /// Like [`read_with`](Self::read_with) for a stream read into `len` bytes of
@@ -76,7 +84,7 @@ impl<T: AsFd> NonBlocking<T> {
 
     /// Runs `op` until it does not return `WouldBlock`, waiting for writability in between.
     pub(crate) fn write_with<R>(&self, op: impl FnMut(&T) -> io::Result<R>) -> io::Result<R> {
-        self.io_with(Direction::Write, load(&self.write_timeout), op)
+        self.io_with(Direction::Write, load(&self.write_timeout), &self.write_deadline, op)
     }
 
     /// Like [`write_with`](Self::write_with) for a stream write of `len` bytes: a
@@ -204,13 +212,31 @@ impl<T: AsFd> NonBlocking<T> {
         load(&self.write_timeout)
     }
 
+    pub(crate) fn set_read_deadline(&self, deadline: Option<Instant>) {
+        store_deadline(&self.read_deadline, deadline);
+    }
+
+    pub(crate) fn read_deadline(&self) -> Option<Instant> {
+        load_deadline(&self.read_deadline)
+    }
+
+    pub(crate) fn set_write_deadline(&self, deadline: Option<Instant>) {
+        store_deadline(&self.write_deadline, deadline);
+    }
+
+    pub(crate) fn write_deadline(&self) -> Option<Instant> {
+        load_deadline(&self.write_deadline)
+    }
+
     fn io_with<R>(
         &self,
         direction: Direction,
         timeout: Option<Duration>,
+        fixed: &AtomicU64,
         mut op: impl FnMut(&T) -> io::Result<R>,
     ) -> io::Result<R> {
-        // Set at the first wait: the clock is read only once the operation would block.
+        // Set at the first wait: the clock is read only once the operation would block, and then
+        // only for a timeout.
         let mut deadline: Option<Option<Instant>> = None;
         loop {
             if self.registration.may_be_ready(direction) {
@@ -223,7 +249,7 @@ impl<T: AsFd> NonBlocking<T> {
                 }
             }
             let deadline = match deadline {
-                None => *deadline.insert(timeout.map(|t| Instant::now() + t)),
+                None => *deadline.insert(wait_until(load_deadline(fixed), timeout)),
                 Some(Some(d)) if Instant::now() >= d => return Err(timed_out(direction)),
                 Some(d) => d,
             };
@@ -251,6 +277,38 @@ fn store(timeout: &AtomicU64, value: Option<Duration>) -> io::Result<()> {
     };
     timeout.store(nanos, Ordering::Relaxed);
     Ok(())
+}
+
+/// When a wait must end: at the socket's deadline, or `timeout` from now if that comes first.
+fn wait_until(deadline: Option<Instant>, timeout: Option<Duration>) -> Option<Instant> {
+    let Some(timeout) = timeout else { return deadline };
+    let after_timeout = Instant::now() + timeout;
+    Some(deadline.map_or(after_timeout, |deadline| deadline.min(after_timeout)))
+}
+
+/// The instant deadlines are stored from: the first one stored in the process (or later). A
+/// deadline before it has passed already, and is stored as it.
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+/// Stores a deadline as one more than its nanoseconds since [`epoch`] (0: none), so that a
+/// socket's deadline is one atomic word, as its timeouts are.
+fn store_deadline(cell: &AtomicU64, deadline: Option<Instant>) {
+    let stored = deadline.map_or(0, |deadline| {
+        let nanos = deadline.saturating_duration_since(epoch()).as_nanos();
+        u64::try_from(nanos).unwrap_or(u64::MAX - 1) + 1
+    });
+    cell.store(stored, Ordering::Relaxed);
+}
+
+/// The deadline [`store_deadline`] stored.
+fn load_deadline(cell: &AtomicU64) -> Option<Instant> {
+    match cell.load(Ordering::Relaxed) {
+        0 => None,
+        stored => Some(epoch() + Duration::from_nanos(stored - 1)),
+    }
 }
 
 /// The error of an operation that waited past its timeout.

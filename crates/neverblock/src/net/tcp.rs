@@ -5,7 +5,7 @@ use std::net::{Shutdown, SocketAddr};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{ready, Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
@@ -318,6 +318,67 @@ impl TcpStream {
     /// Never; a `Result` as in std.
     pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
         Ok(self.io.write_timeout())
+    }
+
+    /// Makes each read that waits fail with `TimedOut` once `deadline` has passed (`None`: no
+    /// deadline), as Go's `SetReadDeadline`: one instant for every read until it is changed, where
+    /// a timeout starts again with each read. A read whose data is already there succeeds, past its
+    /// deadline too: the deadline bounds waiting. With a read timeout as well, a wait ends at
+    /// whichever comes first. Setting it reads no clock.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io::{ErrorKind, Read};
+    /// use std::time::{Duration, Instant};
+    ///
+    /// neverblock::run(|| {
+    ///     let listener = neverblock::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    ///     let client = neverblock::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    ///     let _server = listener.accept().unwrap();
+    ///     let deadline = Instant::now() + Duration::from_millis(20);
+    ///     client.set_read_deadline(Some(deadline));
+    ///     assert_eq!(client.read_deadline(), Some(deadline));
+    ///     let err = (&client).read(&mut [0; 8]).unwrap_err();
+    ///     assert_eq!(err.kind(), ErrorKind::TimedOut);
+    ///     assert!(Instant::now() >= deadline);
+    /// });
+    /// ```
+    pub fn set_read_deadline(&self, deadline: Option<Instant>) {
+        self.io.set_read_deadline(deadline);
+    }
+
+    /// The read deadline: the instant set, to the nanosecond, unless it had passed before the
+    /// process first set one (then another instant that had passed).
+    pub fn read_deadline(&self) -> Option<Instant> {
+        self.io.read_deadline()
+    }
+
+    /// Makes each write that waits fail with `TimedOut` once `deadline` has passed (`None`: no
+    /// deadline), as [`set_read_deadline`](Self::set_read_deadline) does reads.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    ///
+    /// neverblock::run(|| {
+    ///     let listener = neverblock::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    ///     let client = neverblock::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    ///     let deadline = Instant::now() + Duration::from_secs(5);
+    ///     client.set_write_deadline(Some(deadline));
+    ///     assert_eq!(client.write_deadline(), Some(deadline));
+    ///     client.set_write_deadline(None);
+    ///     assert_eq!(client.write_deadline(), None);
+    /// });
+    /// ```
+    pub fn set_write_deadline(&self, deadline: Option<Instant>) {
+        self.io.set_write_deadline(deadline);
+    }
+
+    /// The write deadline, as [`read_deadline`](Self::read_deadline) gives the read one.
+    pub fn write_deadline(&self) -> Option<Instant> {
+        self.io.write_deadline()
     }
 
     /// Reads without consuming, parking until at least one byte (or EOF) is there.

@@ -1,4 +1,5 @@
-//! Sockets: many connections, partial reads and writes, each timeout, fd exhaustion, blocking mode.
+//! Sockets: many connections, partial reads and writes, each timeout and deadline, fd exhaustion,
+//! blocking mode.
 
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::Shutdown;
@@ -133,6 +134,60 @@ fn a_write_timeout_fails_when_the_peer_stops_reading() {
     });
     assert_eq!(kind, ErrorKind::TimedOut);
     assert!(sent > 0, "the socket buffers took some bytes before the timeout");
+}
+
+#[test]
+fn a_read_deadline_bounds_every_read_that_waits_and_none_that_does_not() {
+    let outcome = run(|| {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let conn = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut server_side, _) = listener.accept().unwrap();
+        // A timeout far longer than the deadline: the deadline, coming first, ends the wait.
+        conn.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let deadline = Instant::now() + Duration::from_millis(30);
+        conn.set_read_deadline(Some(deadline));
+        let first = (&conn).read(&mut [0; 8]).unwrap_err();
+        let ended = Instant::now();
+        // Past the deadline, a read whose bytes are there already does not wait, and succeeds.
+        server_side.write_all(b"late").unwrap();
+        neverblock::sleep(Duration::from_millis(20));
+        let mut buf = [0; 8];
+        let late = (&conn).read(&mut buf).map(|n| buf[..n].to_vec());
+        // And the next one that would wait fails at once: the deadline holds until changed.
+        let second = (&conn).read(&mut buf).unwrap_err();
+        conn.set_read_deadline(None);
+        (first.kind(), ended, deadline, late.unwrap(), second.kind(), conn.read_deadline())
+    });
+    let (first, ended, deadline, late, second, cleared) = outcome;
+    assert_eq!(first, ErrorKind::TimedOut);
+    assert!(ended >= deadline, "the read failed before its deadline");
+    assert!(ended < deadline + Duration::from_secs(30), "the 60 s timeout ended the wait, not the deadline");
+    assert_eq!(late, b"late");
+    assert_eq!(second, ErrorKind::TimedOut);
+    assert_eq!(cleared, None);
+}
+
+#[test]
+fn a_write_deadline_fails_a_write_the_peer_never_makes_room_for() {
+    let (kind, sent, ended, deadline) = run(|| {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut conn = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let _never_read = listener.accept().unwrap();
+        let deadline = Instant::now() + Duration::from_millis(50);
+        conn.set_write_deadline(Some(deadline));
+        assert_eq!(conn.write_deadline(), Some(deadline));
+        let chunk = vec![7u8; 1 << 16];
+        let mut sent = 0usize;
+        loop {
+            match conn.write(&chunk) {
+                Ok(n) => sent += n,
+                Err(e) => break (e.kind(), sent, Instant::now(), deadline),
+            }
+        }
+    });
+    assert_eq!(kind, ErrorKind::TimedOut);
+    assert!(sent > 0, "the socket buffers took some bytes before the deadline");
+    assert!(ended >= deadline, "the write failed before its deadline");
 }
 
 #[test]
