@@ -211,6 +211,7 @@ fn serve_until_quiet(http1: &mut Http1, mut wait: HeadWait) -> Quiet {
     let timeouts = server_loop.config.timeouts;
     let addresses = Addresses { peer: *peer, local: *local, tls: tls_info.as_ref() };
     let activity = TaskActivity::current().expect("a connection is served on a fiber of its loop");
+    let mut opening = matches!(wait, HeadWait::First);
     loop {
         if server_loop.registry.is_idle_closed() {
             return Quiet::Ended;
@@ -273,7 +274,8 @@ fn serve_until_quiet(http1: &mut Http1, mut wait: HeadWait) -> Quiet {
             }
         };
         let answering = Answering::start(&activity, head.method(), head.target());
-        let answered = answer(server_loop, conn, &head, &message, addresses);
+        let answered = answer(server_loop, conn, &head, &message, addresses, opening);
+        opening = false;
         drop(answering);
         if !answered {
             return Quiet::Ended;
@@ -323,13 +325,15 @@ fn parts_of(message: &Message) -> RequestParts {
     }
 }
 
-/// Answers one request; returns whether the connection may carry another.
+/// Answers one request (the connection's first when `opening`); returns whether the connection may
+/// carry another.
 fn answer(
     server_loop: &ServerLoop,
     conn: &mut BufferedConn<Socket>,
     head: &Head,
     message: &Message,
     addresses: Addresses<'_>,
+    opening: bool,
 ) -> bool {
     let started = Started::now(server_loop);
     let config = &server_loop.config;
@@ -374,7 +378,7 @@ fn answer(
     close |=
         !message.keep_alive || server_loop.registry.is_stopping() || (!body_done && (state.continue_due || !drainable));
     socket.set_write_limit(WaitLimit::MinRate(MinRate::new(config.timeouts.send, config.timeouts.min_rate)));
-    let cx = Context { head_request: head.method() == "HEAD", version: message.version, close };
+    let cx = Context { head_request: head.method() == "HEAD", version: message.version, close, opening };
     let sent = write::send(&socket, &mut response, cx);
     if let Some(started) = started {
         report(server_loop, Received::Head(head), Some(&parts), &response, sent, addresses, started);
@@ -433,7 +437,7 @@ fn refuse(server_loop: &ServerLoop, socket: &Socket, refusal: &Refusal, head: Re
     let mut response = Response::error(refusal.status, &refusal.why);
     let timeouts = server_loop.config.timeouts;
     socket.set_write_limit(WaitLimit::MinRate(MinRate::new(timeouts.send, timeouts.min_rate)));
-    let cx = Context { head_request: false, version: 1, close: true };
+    let cx = Context { head_request: false, version: 1, close: true, opening: false };
     let sent = write::send(socket, &mut response, cx);
     if let Some(started) = started {
         report(server_loop, head, None, &response, sent, addresses, started);

@@ -39,6 +39,9 @@ pub(super) struct Context {
     pub(super) version: u8,
     /// The connection closes after this response.
     pub(super) close: bool,
+    /// The connection's first response: a file body's head leaves on its own, and the loop's
+    /// other fibers run, before its first piece (see `send_body`).
+    pub(super) opening: bool,
 }
 
 /// What sending did.
@@ -111,7 +114,7 @@ pub(super) fn send(socket: &Socket, response: &mut Response, cx: Context) -> Sen
         out.extend_from_slice(b"\r\n");
     }
     let body = response.take_body();
-    let written = if no_body || cx.head_request { Ok(0) } else { send_body(socket, body, chunked) };
+    let written = if no_body || cx.head_request { Ok(0) } else { send_body(socket, body, chunked, cx.opening) };
     // Written now, also when a pipelined request is already buffered: its handler may take long.
     let result = written.and_then(|n| socket.flush().map(|()| n).map_err(|error| Failure { sent: n, error }));
     match result {
@@ -150,7 +153,7 @@ impl From<StreamError> for Failure {
 }
 
 /// Writes `body` after the queued head; returns how many body bytes went out.
-fn send_body(socket: &Socket, body: Body, chunked: bool) -> Result<u64, Failure> {
+fn send_body(socket: &Socket, body: Body, chunked: bool, opening: bool) -> Result<u64, Failure> {
     match body {
         Body::Empty => Ok(0),
         Body::Bytes(bytes) => send_in_memory(socket, &bytes),
@@ -167,6 +170,14 @@ fn send_body(socket: &Socket, body: Body, chunked: bool) -> Result<u64, Failure>
             Ok(len)
         }
         Body::File { file, offset, len } => {
+            if opening {
+                // A new connection's head leaves at once, and the loop's other fibers run before
+                // the first piece: in a burst of new connections, each has its first byte before
+                // any piece (up to 512 KiB) takes its time. Kept-alive ones send head and piece
+                // back to back, as the client reads them.
+                socket.flush().map_err(|error| Failure { sent: 0, error })?;
+                neverblock::yield_now();
+            }
             let mut sent = 0;
             while sent < len {
                 let n = socket.send_file(&file, offset + sent, usize::try_from(len - sent).unwrap_or(usize::MAX));
