@@ -3,11 +3,11 @@
 use std::io;
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
 use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
 
 use crate::runtime::registration::{Direction, Interest, Registration};
+use crate::runtime::{instant_of, ns_of};
 
 /// An fd in non-blocking mode with its loop registration and the timeouts of
 /// the socket that owns it.
@@ -286,28 +286,17 @@ fn wait_until(deadline: Option<Instant>, timeout: Option<Duration>) -> Option<In
     Some(deadline.map_or(after_timeout, |deadline| deadline.min(after_timeout)))
 }
 
-/// The instant deadlines are stored from: the first one stored in the process (or later). A
-/// deadline before it has passed already, and is stored as it.
-fn epoch() -> Instant {
-    static EPOCH: OnceLock<Instant> = OnceLock::new();
-    *EPOCH.get_or_init(Instant::now)
-}
-
-/// Stores a deadline as one more than its nanoseconds since [`epoch`] (0: none), so that a
-/// socket's deadline is one atomic word, as its timeouts are.
+/// Stores a deadline as the runtime's clock reading of it (never 0; 0: none), so that a socket's
+/// deadline is one atomic word, as its timeouts are.
 fn store_deadline(cell: &AtomicU64, deadline: Option<Instant>) {
-    let stored = deadline.map_or(0, |deadline| {
-        let nanos = deadline.saturating_duration_since(epoch()).as_nanos();
-        u64::try_from(nanos).unwrap_or(u64::MAX - 1) + 1
-    });
-    cell.store(stored, Ordering::Relaxed);
+    cell.store(deadline.map_or(0, ns_of), Ordering::Relaxed);
 }
 
 /// The deadline [`store_deadline`] stored.
 fn load_deadline(cell: &AtomicU64) -> Option<Instant> {
     match cell.load(Ordering::Relaxed) {
         0 => None,
-        stored => Some(epoch() + Duration::from_nanos(stored - 1)),
+        stored => Some(instant_of(stored)),
     }
 }
 

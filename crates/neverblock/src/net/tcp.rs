@@ -348,8 +348,8 @@ impl TcpStream {
         self.io.set_read_deadline(deadline);
     }
 
-    /// The read deadline: the instant set, to the nanosecond, unless it had passed before the
-    /// process first set one (then another instant that had passed).
+    /// The read deadline: the instant set, to the nanosecond, unless it lies before the runtime
+    /// first read the clock (then that first reading, passed as well).
     pub fn read_deadline(&self) -> Option<Instant> {
         self.io.read_deadline()
     }

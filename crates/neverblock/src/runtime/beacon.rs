@@ -26,8 +26,14 @@ static EPOCH: OnceLock<Instant> = OnceLock::new();
 /// number every thread can compare. Read through the C library's clock (the vDSO), which tools
 /// that emulate the CPU, such as Valgrind, also provide; never 0 (`WAITING`).
 pub(crate) fn now_ns() -> u64 {
+    ns_of(Instant::now())
+}
+
+/// `instant` as a [`now_ns`] reading (one before the first clock read counts as that read), so that
+/// an instant fits one atomic word: a socket's deadline, a turn's start.
+pub(crate) fn ns_of(instant: Instant) -> u64 {
     let epoch = *EPOCH.get_or_init(Instant::now);
-    u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX).saturating_add(1)
+    u64::try_from(instant.saturating_duration_since(epoch).as_nanos()).unwrap_or(u64::MAX).saturating_add(1)
 }
 
 /// The instant a [`now_ns`] reading stands for.

@@ -70,6 +70,7 @@ use std::panic;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+pub(crate) use beacon::{instant_of, ns_of};
 pub(crate) use blocking::spawn_blocking_abandonable;
 pub use blocking::{spawn_blocking, MAX_BLOCKING_THREADS};
 // Also here, where it first lived; it sits above `sync`, whose `Notify` its workers wait on.
