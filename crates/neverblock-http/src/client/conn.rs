@@ -21,14 +21,12 @@ pub(crate) enum Conn {
 }
 
 /// A TCP stream whose every read and write waits at most the read timeout, and never past the
-/// request's deadline: the deadline is turned into a timeout again before each call, so a server
-/// that sends a byte now and then cannot stretch a request past its total timeout, in a fiber or
-/// outside a runtime alike (where no fiber timeout could cut the call short).
+/// request's deadline, which is the socket's own (`TcpStream::set_read_deadline`): a server that
+/// sends a byte now and then cannot stretch a request past its total timeout, in a fiber or outside
+/// a runtime alike (where no fiber timeout could cut the call short).
 #[derive(Debug)]
 pub(crate) struct BoundedStream {
     tcp: TcpStream,
-    /// The longest one read or write may wait.
-    timeout: Duration,
     /// When the request must be over (its total timeout), if it has one.
     deadline: Option<Instant>,
 }
@@ -55,31 +53,24 @@ impl BoundedStream {
     /// Sets how long each read and write may wait, and the deadline of the request about to use
     /// the connection.
     pub(crate) fn set_timeouts(&mut self, timeout: Duration, deadline: Option<Instant>) -> io::Result<()> {
-        self.timeout = timeout;
         self.deadline = deadline;
-        if deadline.is_none() {
-            // Set once here, not before every call.
-            self.tcp.set_read_timeout(Some(timeout))?;
-            self.tcp.set_write_timeout(Some(timeout))?;
-        }
+        self.tcp.set_read_timeout(Some(timeout))?;
+        self.tcp.set_write_timeout(Some(timeout))?;
+        self.tcp.set_read_deadline(deadline);
+        self.tcp.set_write_deadline(deadline);
         Ok(())
     }
 
-    /// Runs `op` under the read timeout or what is left before the deadline, whichever is shorter
-    /// (`set` installs it); a `TimedOut` that the deadline caused becomes [`DeadlinePassed`].
-    fn bounded<T>(
-        &self,
-        set: fn(&TcpStream, Option<Duration>) -> io::Result<()>,
-        op: impl FnOnce(&TcpStream) -> io::Result<T>,
-    ) -> io::Result<T> {
+    /// Runs `op`, refused once the deadline has passed; a `TimedOut` that the deadline caused
+    /// becomes [`DeadlinePassed`].
+    fn bounded<T>(&self, op: impl FnOnce(&TcpStream) -> io::Result<T>) -> io::Result<T> {
         let Some(deadline) = self.deadline else { return op(&self.tcp) };
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
+        let passed = || Instant::now() >= deadline;
+        if passed() {
             return Err(io::Error::new(io::ErrorKind::TimedOut, DeadlinePassed));
         }
-        set(&self.tcp, Some(left.min(self.timeout)))?;
         match op(&self.tcp) {
-            Err(e) if e.kind() == io::ErrorKind::TimedOut && left <= self.timeout => {
+            Err(e) if e.kind() == io::ErrorKind::TimedOut && passed() => {
                 Err(io::Error::new(io::ErrorKind::TimedOut, DeadlinePassed))
             }
             result => result,
@@ -89,13 +80,13 @@ impl BoundedStream {
 
 impl Read for BoundedStream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.bounded(TcpStream::set_read_timeout, |mut tcp| tcp.read(buf))
+        self.bounded(|mut tcp| tcp.read(buf))
     }
 }
 
 impl Write for BoundedStream {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.bounded(TcpStream::set_write_timeout, |mut tcp| tcp.write(buf))
+        self.bounded(|mut tcp| tcp.write(buf))
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -125,7 +116,7 @@ impl Conn {
             last.unwrap_or_else(|| Error::new(ErrorKind::Resolve, format!("resolve {host}: no address")))
         })?;
         stream.set_nodelay(true).map_err(|e| Error::io("set TCP_NODELAY", e))?;
-        let stream = BoundedStream { tcp: stream, timeout: Duration::MAX, deadline: None };
+        let stream = BoundedStream { tcp: stream, deadline: None };
         if !origin.tls {
             return Ok(Conn::Plain(stream));
         }
