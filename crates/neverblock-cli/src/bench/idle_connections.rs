@@ -50,7 +50,7 @@ pub(crate) struct IdleArgs {
     /// Also run the rows against this `neverblock` binary's delay-server (another build, to compare).
     #[arg(long)]
     server_bin: Option<PathBuf>,
-    /// Round, each measuring every server once (alternating); rows give medians.
+    /// Rounds, each measuring every server once (alternating); rows give medians.
     #[arg(long, default_value_t = 3)]
     runs: usize,
     #[command(flatten)]

@@ -2,12 +2,12 @@
 //! write waits no longer than the connection's current limit allows.
 //!
 //! Slow clients cost a timer here, never a worker: each read or write of a fiber parks it under one
-//! deadline, worked out from its limit on the loop's clock (no clock is read per operation). A [`WaitLimit`] is a deadline for a whole request head (so a
-//! client dripping one byte per timeout period is still dropped), a first-byte deadline for an
-//! idle keep-alive connection, or a [`MinRate`] for bodies both ways: each wait is bounded, and all
-//! the time spent waiting on the client must be earned at a minimum rate after a grace period
-//! (Apache's `mod_reqtimeout` `MinRate`). Time the handler spends working is not charged to the
-//! client.
+//! deadline, worked out from its limit on the loop's clock (no clock is read per operation). A
+//! [`WaitLimit`] is a deadline for a whole request head (so a client dripping one byte per timeout
+//! period is still dropped), a first-byte deadline for an idle keep-alive connection, or a
+//! [`MinRate`] for bodies both ways: each wait is bounded, and all the time spent waiting on the
+//! client must be earned at a minimum rate after a grace period (Apache's `mod_reqtimeout`
+//! `MinRate`). Time the handler spends working is not charged to the client.
 
 use std::cell::Cell;
 use std::fs::File;
