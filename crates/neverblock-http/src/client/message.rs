@@ -90,8 +90,8 @@ impl Request {
         Request { method: method.into(), url, parsed, headers: Vec::new(), body: Vec::new() }
     }
 
-    /// A request for `url`, parsed already: for code that makes many URLs from one (a proxy makes
-    /// each request's from its upstream's) without parsing a string per request.
+    /// A request for `url`, parsed already: for code that makes many URLs from one (each request's
+    /// from a base URL) without parsing a string per request.
     ///
     /// # Errors
     ///
@@ -238,6 +238,11 @@ impl Response {
     /// ```
     pub fn text(&self) -> Cow<'_, str> {
         String::from_utf8_lossy(&self.body)
+    }
+
+    /// The response's head, as received.
+    pub(crate) fn head(&self) -> &Head {
+        &self.head
     }
 
     /// The body, taken.

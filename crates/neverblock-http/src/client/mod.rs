@@ -86,6 +86,36 @@ enum Attempt {
     Failed(Error),
 }
 
+/// A request's parts, borrowed: what the client sends on its first hop.
+#[derive(Clone, Debug)]
+pub(crate) struct Parts<'a, F> {
+    pub(crate) method: &'a str,
+    /// The URL: its origin is where the request goes, and it names the request in errors.
+    pub(crate) url: Arc<Url>,
+    /// The path and query to ask for, when not the URL's own.
+    pub(crate) target: Option<&'a str>,
+    pub(crate) headers: &'a [(F, F)],
+    /// Whether the method, target and fields are known to be writable as they are (the proxy's:
+    /// what the server's parser accepted, and fields made from it); if not, they are checked byte
+    /// by byte before anything is sent.
+    pub(crate) valid: bool,
+}
+
+impl<'a> Parts<'a, String> {
+    /// The parts of `request`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidUrl`] if its URL did not parse.
+    fn of(request: &'a Request) -> Result<Parts<'a, String>, Error> {
+        let url = match &request.parsed {
+            Some(url) => url.clone(),
+            None => Arc::new(parse(&request.url)?),
+        };
+        Ok(Parts { method: &request.method, url, target: None, headers: &request.headers, valid: false })
+    }
+}
+
 impl Default for Client {
     fn default() -> Client {
         Client::new()
@@ -187,8 +217,8 @@ impl Client {
     /// assert_eq!(response.status(), 204);
     /// ```
     pub fn request(&self, request: &Request) -> Result<Response, Error> {
-        self.within_total(request, |deadline| {
-            self.follow(request, Upload::Bytes(&request.body), deadline)?.into_response()
+        self.within_total(&request.url, |deadline| {
+            self.follow(Parts::of(request)?, Upload::Bytes(&request.body), deadline)?.into_response()
         })
     }
 
@@ -212,7 +242,9 @@ impl Client {
     /// # drop(skipped);
     /// ```
     pub fn send(&self, request: &Request) -> Result<ResponseStream, Error> {
-        self.within_total(request, |deadline| self.follow(request, Upload::Bytes(&request.body), deadline))
+        self.within_total(&request.url, |deadline| {
+            self.follow(Parts::of(request)?, Upload::Bytes(&request.body), deadline)
+        })
     }
 
     /// Sends `request` with a body streamed from `body` instead of its own, and returns the
@@ -244,7 +276,17 @@ impl Client {
     /// assert_eq!(response.status(), 201);
     /// ```
     pub fn send_body(&self, request: &Request, mut body: impl Read, len: Option<u64>) -> Result<ResponseStream, Error> {
-        self.within_total(request, |deadline| self.follow(request, Upload::Reader { reader: &mut body, len }, deadline))
+        self.within_total(&request.url, |deadline| {
+            self.follow(Parts::of(request)?, Upload::Reader { reader: &mut body, len }, deadline)
+        })
+    }
+
+    /// Sends a request given as borrowed `parts` (with `body`), and returns the response as
+    /// [`send`](Client::send) does: the reverse proxy's way to pass a request on without first
+    /// copying each of its fields into a [`Request`].
+    pub(crate) fn send_parts(&self, parts: Parts<'_, &str>, body: Upload<'_>) -> Result<ResponseStream, Error> {
+        let url = parts.url.clone();
+        self.within_total(url.as_str(), |deadline| self.follow(parts, body, deadline))
     }
 
     /// Runs `exchange` under the client's total timeout, if it has one: in a fiber, a timeout scope
@@ -252,30 +294,37 @@ impl Client {
     /// `exchange` is given. A timeout it causes is `TotalTimeout`.
     fn within_total<T>(
         &self,
-        request: &Request,
+        url: &str,
         exchange: impl FnOnce(Option<(Duration, Instant)>) -> Result<T, Error>,
     ) -> Result<T, Error> {
         let Some(total) = self.inner.total_timeout else { return exchange(None) };
         let deadline = Some((total, Instant::now() + total));
         match neverblock::timeout(total, || exchange(deadline)) {
-            Ok(result) => result.map_err(|e| name_total_timeout(e, &request.url, deadline)),
-            Err(neverblock::Elapsed) => Err(total_timeout(&request.url, total)),
+            Ok(result) => result.map_err(|e| name_total_timeout(e, url, deadline)),
+            Err(neverblock::Elapsed) => Err(total_timeout(url, total)),
         }
     }
 
-    fn follow(
+    fn follow<F: AsRef<str>>(
         &self,
-        request: &Request,
+        parts: Parts<'_, F>,
         mut body: Upload<'_>,
         deadline: Option<(Duration, Instant)>,
     ) -> Result<ResponseStream, Error> {
-        let mut url = match &request.parsed {
-            Some(url) => url.clone(),
-            None => Arc::new(parse(&request.url)?),
+        let Parts { mut method, url: first, target, headers, valid } = parts;
+        let head = match target {
+            Some(target) => RequestHead { method, url: &first, target, headers },
+            None => RequestHead::to(method, &first, headers),
         };
-        let mut method = request.method.as_str();
+        // Later hops' targets are their URLs' own, which hold nothing a head may not.
+        if valid {
+            debug_assert!(head.check().is_ok(), "{:?}", head.check());
+        } else {
+            head.check().map_err(|e| Error::wire(first.as_str(), e))?;
+        }
+        let mut response = self.send_once(&head, &first, &mut body, deadline)?;
+        let mut url = first.clone();
         for hop in 0.. {
-            let response = self.send_once(method, &url, &request.headers, &mut body, deadline)?;
             if self.inner.redirects == 0 || !is_redirect(response.status()) {
                 return Ok(response);
             }
@@ -283,7 +332,7 @@ impl Client {
             if hop == self.inner.redirects {
                 return Err(Error::new(
                     ErrorKind::TooManyRedirects,
-                    format!("{}: more than {} redirects", request.url, self.inner.redirects),
+                    format!("{first}: more than {} redirects", self.inner.redirects),
                 ));
             }
             let next = url.join(location).map_err(|e| {
@@ -301,6 +350,7 @@ impl Client {
             }
             response.skip_body(REDIRECT_BODY_SKIP);
             url = Arc::new(next);
+            response = self.send_once(&RequestHead::to(method, &url, headers), &url, &mut body, deadline)?;
         }
         unreachable!("the loop returns")
     }
@@ -308,17 +358,15 @@ impl Client {
     /// One request on one connection: an idle pooled one if there is one (retried
     /// once on a fresh connection if the server had closed it and the request is
     /// replayable), else a new one.
-    fn send_once(
+    fn send_once<F: AsRef<str>>(
         &self,
-        method: &str,
+        head: &RequestHead<'_, F>,
         url: &Arc<Url>,
-        headers: &[(String, String)],
         body: &mut Upload<'_>,
         deadline: Option<(Duration, Instant)>,
     ) -> Result<ResponseStream, Error> {
-        let head = RequestHead { method, url, headers };
-        head.check().map_err(|e| Error::wire(url.as_str(), e))?;
-        let replayable = body.is_replayable() && replayable(method, headers);
+        let method = head.method;
+        let replayable = body.is_replayable() && replayable(method, head.headers);
 
         let host = self.inner.pool.host(OriginRef::of(url));
         let slot = host
@@ -328,7 +376,7 @@ impl Client {
             ResponseStream::new(url.clone(), response, conn, (host.clone(), slot), &self.inner.limits, deadline)
         };
         if let Some(conn) = host.take_idle(!replayable) {
-            match self.send_on(conn, &head, body, url, deadline) {
+            match self.send_on(conn, head, body, url, deadline) {
                 Err(Attempt::Stale(e)) if !replayable => {
                     return Err(Error::new(
                         ErrorKind::Reset,
@@ -342,7 +390,7 @@ impl Client {
         }
         let connect_timeout = bound(self.inner.connect_timeout, deadline);
         let conn = Box::new(BufferedConn::new(Conn::open(host.origin(), connect_timeout, &self.inner.tls)?));
-        match self.send_on(conn, &head, body, url, deadline) {
+        match self.send_on(conn, head, body, url, deadline) {
             Ok(exchanged) => Ok(respond(exchanged)),
             Err(Attempt::Stale(e) | Attempt::Failed(e)) => Err(e),
         }
@@ -351,10 +399,10 @@ impl Client {
     /// Sends the request on `conn` and reads the response's head. A request that asks for `100
     /// Continue` sends its body only once that comes, or nothing has come within the client's
     /// `expect_continue_timeout`; a final answer before it is returned without the body ever sent.
-    fn send_on(
+    fn send_on<F: AsRef<str>>(
         &self,
         mut conn: PooledConn,
-        head: &RequestHead<'_>,
+        head: &RequestHead<'_, F>,
         body: &mut Upload<'_>,
         url: &Arc<Url>,
         deadline: Option<(Duration, Instant)>,
@@ -482,11 +530,12 @@ fn is_timeout(kind: ErrorKind) -> bool {
 
 /// Go's rule for resending a request whose connection turned out closed: safe
 /// methods, or a request that carries an idempotency key.
-fn replayable(method: &str, headers: &[(String, String)]) -> bool {
+fn replayable<F: AsRef<str>>(method: &str, headers: &[(F, F)]) -> bool {
     matches!(method, "GET" | "HEAD" | "OPTIONS" | "TRACE")
         || headers
             .iter()
-            .any(|(k, _)| k.eq_ignore_ascii_case("idempotency-key") || k.eq_ignore_ascii_case("x-idempotency-key"))
+            .map(|(name, _)| name.as_ref())
+            .any(|name| name.eq_ignore_ascii_case("idempotency-key") || name.eq_ignore_ascii_case("x-idempotency-key"))
 }
 
 /// A connect timeout, no later than the request's deadline (reads and writes are bounded by the

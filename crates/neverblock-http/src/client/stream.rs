@@ -172,6 +172,11 @@ impl ResponseStream {
         self.head.reason()
     }
 
+    /// The response's head, as received.
+    pub(crate) fn head(&self) -> &Head {
+        &self.head
+    }
+
     /// How long the body is, when its framing says: `Some(n)` for a `Content-Length` body,
     /// `Some(0)` when there is none (a HEAD request, 1xx, 204, 304); `None` for a chunked body or
     /// one that ends when the connection closes.

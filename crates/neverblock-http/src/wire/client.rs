@@ -13,8 +13,10 @@ use url::{Position, Url};
 use super::fields::{lists, FramingFields, LengthError};
 use super::head::Head;
 use super::read::{read_head, with_field_slots, Unread};
-use super::write::{is_token, is_valid_field, send_bytes, send_streamed, write_content_length, Cause, Streamed};
-use super::{BufferedConn, Framing, Limits, WireError};
+use super::write::{
+    is_token, is_valid_field, send_bytes, send_streamed, write_content_length, write_field, Cause, Streamed,
+};
+use super::{every_byte, BufferedConn, Framing, Limits, WireError};
 
 /// The most interim (1xx) responses taken before the final one: without a cap a server could keep a
 /// request waiting forever on `100 Continue` after `100 Continue` (Go allows 5; `103 Early Hints`
@@ -77,7 +79,11 @@ impl<S: Write> BufferedConn<S> {
     /// Writes `head` and then `body`, and flushes them: a short body in memory in one write with
     /// the head, a long one after it; a stream piece by piece, at most 32 KiB a write, its first
     /// piece with the head.
-    pub(crate) fn send_request(&mut self, head: &RequestHead<'_>, body: &mut Upload<'_>) -> Result<(), SendError> {
+    pub(crate) fn send_request<F: AsRef<str>>(
+        &mut self,
+        head: &RequestHead<'_, F>,
+        body: &mut Upload<'_>,
+    ) -> Result<(), SendError> {
         self.out.clear();
         head.write_to(&mut self.out, body.declared());
         self.send_staged_and(body)
@@ -85,7 +91,11 @@ impl<S: Write> BufferedConn<S> {
 
     /// Writes `head` alone, announcing `body`, and flushes it: for a request that waits for the
     /// server's `100 Continue` before its body ([`send_body`](Self::send_body)).
-    pub(crate) fn send_head(&mut self, head: &RequestHead<'_>, body: &Upload<'_>) -> Result<(), SendError> {
+    pub(crate) fn send_head<F: AsRef<str>>(
+        &mut self,
+        head: &RequestHead<'_, F>,
+        body: &Upload<'_>,
+    ) -> Result<(), SendError> {
         self.out.clear();
         head.write_to(&mut self.out, body.declared());
         self.send_staged_and(&mut Upload::Bytes(&[]))
@@ -127,21 +137,33 @@ pub(crate) enum Declared {
     Chunked,
 }
 
-/// A request head: the method, the URL (its path and query are the request target, its host and
-/// port the `Host` value), and the caller's header fields.
+/// A request head: the method, the URL (its host and port are the `Host` value), the request
+/// target, and the caller's header fields (`String`s from a client `Request`, or borrowed, from a
+/// request the proxy passes on).
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct RequestHead<'a> {
+pub(crate) struct RequestHead<'a, F = String> {
     pub(crate) method: &'a str,
     /// A parsed URL holds no CR, LF or NUL: the URL standard drops CR and LF, percent-encodes
     /// control characters in paths and queries, and refuses them in hosts.
     pub(crate) url: &'a Url,
-    pub(crate) headers: &'a [(String, String)],
+    /// The path and query to ask for: the URL's own ([`RequestHead::to`]), or one the caller made,
+    /// which [`check`](Self::check) looks at byte by byte.
+    pub(crate) target: &'a str,
+    pub(crate) headers: &'a [(F, F)],
 }
 
-impl RequestHead<'_> {
-    /// Checks that the method is a token and that every header field may be written: a token
-    /// name, a value without control bytes (no CR, LF or NUL could end the line or the head early
-    /// and smuggle in another).
+impl<'a, F> RequestHead<'a, F> {
+    /// The head of a request for `url`'s path and query.
+    pub(crate) fn to(method: &'a str, url: &'a Url, headers: &'a [(F, F)]) -> RequestHead<'a, F> {
+        RequestHead { method, url, target: &url[Position::BeforePath..Position::AfterQuery], headers }
+    }
+}
+
+impl<F: AsRef<str>> RequestHead<'_, F> {
+    /// Checks that the method is a token, that the target is visible ASCII or beyond (no blank or
+    /// control byte could end the request line early), and that every header field may be written:
+    /// a token name, a value without control bytes (no CR, LF or NUL could end the line or the head
+    /// early and smuggle in another).
     ///
     /// # Errors
     ///
@@ -151,7 +173,11 @@ impl RequestHead<'_> {
         if !is_token(self.method) {
             return reject(format!("the method {:?} is not a token", self.method));
         }
-        match self.headers.iter().find(|(name, value)| !is_valid_field(name, value)) {
+        if self.target.is_empty() || !every_byte(self.target.as_bytes(), |b| b > b' ' && b != 0x7f) {
+            return reject(format!("the target {:?} is not one word of visible characters", self.target));
+        }
+        let headers = self.headers.iter().map(|(name, value)| (name.as_ref(), value.as_ref()));
+        match headers.clone().find(|&(name, value)| !is_valid_field(name, value)) {
             Some((name, _)) if !is_token(name) => reject(format!("the header name {name:?} is not a token")),
             Some((name, _)) => reject(format!("a control byte in the value of header {name:?}")),
             None => Ok(()),
@@ -174,14 +200,14 @@ impl RequestHead<'_> {
     fn field_lists(&self, name: &str, element: &str) -> bool {
         self.headers
             .iter()
-            .filter(|(field, _)| field.eq_ignore_ascii_case(name))
-            .any(|(_, value)| lists(value.as_bytes(), element.as_bytes()))
+            .filter(|(field, _)| field.as_ref().eq_ignore_ascii_case(name))
+            .any(|(_, value)| lists(value.as_ref().as_bytes(), element.as_bytes()))
     }
 
     /// Appends the head to `out`: the request line, `Host`, the header fields, and the framing of
     /// `body`. Write only a head that passed [`check`](Self::check).
     pub(crate) fn write_to(&self, out: &mut Vec<u8>, body: Declared) {
-        let target = &self.url[Position::BeforePath..Position::AfterQuery];
+        let target = self.target;
         // The host, and the port unless it is the scheme's default (which the URL does not keep).
         let host = &self.url[Position::BeforeHost..Position::AfterPort];
         for part in [self.method, " ", target, " HTTP/1.1\r\nHost: ", host, "\r\n"] {
@@ -190,14 +216,12 @@ impl RequestHead<'_> {
         let is_framing =
             |name: &str| name.eq_ignore_ascii_case("content-length") || name.eq_ignore_ascii_case("transfer-encoding");
         let streamed = !matches!(body, Declared::Bytes(_));
-        for (name, value) in self.headers.iter().filter(|(name, _)| !(streamed && is_framing(name))) {
-            for part in [name, ": ", value, "\r\n"] {
-                out.extend_from_slice(part.as_bytes());
-            }
+        for (name, value) in self.headers.iter().filter(|(name, _)| !(streamed && is_framing(name.as_ref()))) {
+            write_field(out, name.as_ref(), value.as_ref().as_bytes());
         }
         match body {
             Declared::Bytes(len) => {
-                let framed = self.headers.iter().any(|(name, _)| is_framing(name));
+                let framed = self.headers.iter().any(|(name, _)| is_framing(name.as_ref()));
                 if !framed && (len > 0 || matches!(self.method, "POST" | "PUT" | "PATCH")) {
                     write_content_length(out, len as u64);
                 }

@@ -45,8 +45,14 @@ impl Head {
         let mut head = Head::default();
         head.fill(bytes, [parsed.reason.unwrap_or_default(), ""], parsed.headers);
         for field in &head.fields {
+            let value = &mut head.bytes[field.value.range()];
+            // Every fold has a line feed (httparse takes no CR without one); the usual value has
+            // none, which a search a word at a time finds.
+            if !value.contains(&b'\n') {
+                continue;
+            }
             let mut in_fold = false;
-            for b in &mut head.bytes[field.value.range()] {
+            for b in value {
                 match *b {
                     b'\r' | b'\n' => in_fold = true,
                     b' ' | b'\t' if in_fold => {}
@@ -101,6 +107,10 @@ impl Head {
         self.bytes.clear();
         self.bytes.extend_from_slice(bytes);
         self.text.clear();
+        // Room for all the text at once: a client's head starts empty, and would grow a few times.
+        let names: usize = headers.iter().map(|h| h.name.len()).sum();
+        self.text.reserve(line[0].len() + line[1].len() + names);
+        self.fields.reserve(headers.len());
         self.line = line.map(|part| Span::push(&mut self.text, part));
         self.request = false;
         self.fields.clear();
@@ -135,7 +145,7 @@ impl Head {
     }
 
     /// Every field, in the order received: names as received, values without surrounding blanks.
-    pub(crate) fn fields(&self) -> impl Iterator<Item = (&str, &[u8])> {
+    pub(crate) fn fields(&self) -> impl Iterator<Item = (&str, &[u8])> + Clone {
         self.fields.iter().map(|f| (self.text(f.name), self.part(f.value)))
     }
 

@@ -11,6 +11,9 @@ use super::head::Head;
 use super::*;
 use crate::wire::write::COALESCE;
 
+/// A request head's fields when it has none.
+const NO_FIELDS: &[(String, String)] = &[];
+
 /// A response read whole, as the client reads one: its head, then its body through a [`Decoder`].
 #[derive(Debug)]
 struct ReceivedResponse {
@@ -512,7 +515,7 @@ fn request_head_is_written_exactly() {
     ];
     for (method, target, headers, body_len, expected) in cases {
         let url = url(target);
-        let head = RequestHead { method, url: &url, headers: &headers };
+        let head = RequestHead::to(method, &url, &headers);
         head.check().unwrap();
         let mut out = b"previous".to_vec();
         head.write_to(&mut out, Declared::Bytes(body_len));
@@ -533,12 +536,12 @@ fn request_head_refuses_a_method_or_field_a_head_may_not_hold() {
     ];
     let url = url("http://h/");
     for (method, (name, value), what) in cases {
-        let headers = [(name.into(), value.into())];
-        let err = RequestHead { method, url: &url, headers: &headers }.check().unwrap_err();
+        let headers: [(String, String); 1] = [(name.into(), value.into())];
+        let err = RequestHead::to(method, &url, &headers).check().unwrap_err();
         assert_eq!(describe(&err), format!("Malformed: malformed request head: {what}"));
     }
-    let fine = [("X-Ok".into(), "a\tb c~\u{e9}".into())];
-    assert!(RequestHead { method: "PATCH", url: &url, headers: &fine }.check().is_ok());
+    let fine: [(String, String); 1] = [("X-Ok".into(), "a\tb c~\u{e9}".into())];
+    assert!(RequestHead::to("PATCH", &url, &fine).check().is_ok());
 }
 
 #[test]
@@ -546,7 +549,7 @@ fn a_url_carries_no_cr_lf_or_nul_into_the_head() {
     for text in ["http://h/a\r\nX-Evil: 1", "http://h/?q=\r\n\r\nGET /evil", "http://h/\0x?\0"] {
         let url = url(text);
         let mut out = Vec::new();
-        RequestHead { method: "GET", url: &url, headers: &[] }.write_to(&mut out, Declared::Bytes(0));
+        RequestHead::to("GET", &url, NO_FIELDS).write_to(&mut out, Declared::Bytes(0));
         let request_line = out.split(|&b| b == b'\n').next().unwrap();
         assert!(!request_line[..request_line.len() - 1].iter().any(|b| matches!(b, b'\r' | b'\0')), "{text:?}");
         assert_eq!(out.iter().filter(|&&b| b == b'\n').count(), 3, "{text:?}: {:?}", String::from_utf8_lossy(&out));
@@ -606,7 +609,7 @@ impl Write for WriteLog {
 #[test]
 fn a_short_body_goes_out_with_its_head_and_a_long_one_after_it() {
     let url = url("http://h/");
-    let head = RequestHead { method: "POST", url: &url, headers: &[] };
+    let head = RequestHead::to("POST", &url, NO_FIELDS);
     let head_bytes = |len: usize| format!("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: {len}\r\n\r\n").into_bytes();
     let long = pattern(COALESCE + 1);
     let mut conn = BufferedConn::new(WriteLog::default());
@@ -682,7 +685,7 @@ impl Read for Pieces {
 fn streamed(reader: &mut Pieces, len: Option<u64>) -> (Result<(), SendError>, Vec<Vec<u8>>) {
     let url = url("http://h/up");
     let headers = [("Content-Length".to_owned(), "3".to_owned()), ("X-A".to_owned(), "b".to_owned())];
-    let head = RequestHead { method: "PUT", url: &url, headers: &headers };
+    let head = RequestHead::to("PUT", &url, &headers);
     let mut conn = BufferedConn::new(WriteLog::default());
     let sent = conn.send_request(&head, &mut Upload::Reader { reader, len });
     (sent, conn.get_ref().writes.clone())

@@ -4,7 +4,11 @@
 //! `Proxy-Authorization` and `Trailer`); the framing is the proxy's own on each side; and the
 //! request gains `Forwarded`, `X-Forwarded-For`, `X-Forwarded-Proto`, `X-Forwarded-Host` and `Via`.
 
+use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
+
+use crate::wire::chunked::is_token_char;
+use crate::wire::{every_byte, is_named};
 
 /// Fields that belong to one hop, whatever `Connection` says.
 const HOP_BY_HOP: [&str; 9] = [
@@ -31,7 +35,7 @@ const FORWARDING: [&str; 4] = ["forwarded", "x-forwarded-for", "x-forwarded-prot
 fn connection_options<'a>(fields: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> Vec<String> {
     fields
         .into_iter()
-        .filter(|(name, _)| name.eq_ignore_ascii_case("connection"))
+        .filter(|(name, _)| is_named(name.as_bytes(), b"connection"))
         .flat_map(|(_, value)| value.split(|&b| b == b','))
         .filter_map(|option| std::str::from_utf8(option).ok())
         .map(|option| option.trim().to_ascii_lowercase())
@@ -39,9 +43,14 @@ fn connection_options<'a>(fields: impl IntoIterator<Item = (&'a str, &'a [u8])>)
         .collect()
 }
 
+/// Whether `name` is one of `list` (lowercase names), in any case.
+fn is_one_of(name: &str, list: &[&str]) -> bool {
+    list.iter().any(|listed| is_named(name.as_bytes(), listed.as_bytes()))
+}
+
 /// Whether `name` is hop-by-hop, given the message's `Connection` options.
 fn is_hop_by_hop(name: &str, options: &[String]) -> bool {
-    HOP_BY_HOP.iter().any(|h| name.eq_ignore_ascii_case(h)) || options.iter().any(|o| name.eq_ignore_ascii_case(o))
+    is_one_of(name, &HOP_BY_HOP) || options.iter().any(|o| name.eq_ignore_ascii_case(o))
 }
 
 /// Where a request came from, for the fields that say so.
@@ -54,90 +63,125 @@ pub(super) struct Origin<'a> {
     pub(super) proto: &'static str,
 }
 
-/// The fields to send upstream for a request that came with `fields`: its end-to-end fields as
-/// text (a value that is not UTF-8 is left out, with its name returned in the second list), then
-/// the forwarding fields.
-pub(super) fn upstream_request(fields: &[(&str, &[u8])], from: Origin<'_>) -> (Vec<(String, String)>, Vec<String>) {
-    let options = connection_options(fields.iter().copied());
-    // The fields passed on, and the five at most the proxy adds.
-    let (mut out, mut dropped) = (Vec::with_capacity(fields.len() + 5), Vec::new());
-    let (mut forwarded, mut forwarded_for) = (Vec::new(), Vec::new());
-    for &(name, value) in fields {
-        let own = REQUEST_OWN.iter().chain(&FORWARDING).any(|n| name.eq_ignore_ascii_case(n));
-        let Ok(value) = std::str::from_utf8(value) else {
-            dropped.push(name.to_owned());
-            continue;
+/// The `Forwarded` and `X-Forwarded-For` values a request goes upstream with: the lists earlier
+/// proxies made, when it came through any, then this hop's element. Both are made in one string,
+/// as the fields the proxy sends borrow them.
+pub(super) struct Forwarding {
+    text: String,
+    /// Where `Forwarded`'s value ends and `X-Forwarded-For`'s begins.
+    split: usize,
+}
+
+impl Forwarding {
+    /// The values for a request that came with `fields`, from `from` (values that are not UTF-8
+    /// are left out: [`upstream_request`] names them).
+    pub(super) fn of<'a>(
+        fields: impl IntoIterator<Item = (&'a str, &'a [u8])> + Clone,
+        from: Origin<'_>,
+    ) -> Forwarding {
+        let mut text = String::with_capacity(96);
+        let earlier = |list: &'static str| {
+            let named = move |&(name, _): &(&str, &[u8])| is_named(name.as_bytes(), list.as_bytes());
+            fields.clone().into_iter().filter(named).filter_map(|(_, value)| std::str::from_utf8(value).ok())
         };
-        if name.eq_ignore_ascii_case("forwarded") {
-            forwarded.push(value);
-        } else if name.eq_ignore_ascii_case("x-forwarded-for") {
-            forwarded_for.push(value);
-        } else if !own && !is_hop_by_hop(name, &options) {
-            out.push((name.to_owned(), value.to_owned()));
+        push_list(&mut text, earlier("forwarded"));
+        let ip = from.peer.ip();
+        text.push_str("for=");
+        push_forwarded_node(&mut text, ip);
+        if let Some(host) = from.host {
+            text.push_str(";host=");
+            push_quoted_if_needed(&mut text, host);
+        }
+        text.push_str(";proto=");
+        text.push_str(from.proto);
+        let split = text.len();
+        push_list(&mut text, earlier("x-forwarded-for"));
+        push_address(&mut text, ip);
+        Forwarding { text, split }
+    }
+
+    fn forwarded(&self) -> &str {
+        &self.text[..self.split]
+    }
+
+    fn forwarded_for(&self) -> &str {
+        &self.text[self.split..]
+    }
+}
+
+/// Appends a list field's `values`, each followed by `, ` (none when there are none: the usual
+/// case, a request from a client rather than from another proxy).
+fn push_list<'a>(out: &mut String, values: impl Iterator<Item = &'a str>) {
+    for value in values.map(str::trim).filter(|v| !v.is_empty()) {
+        out.push_str(value);
+        out.push_str(", ");
+    }
+}
+
+/// The fields to send upstream for a request that came with `fields`: its end-to-end fields (a
+/// value that is not UTF-8 is left out, with its name returned in the second list), then the
+/// forwarding fields, with the values `forwarding` made.
+pub(super) fn upstream_request<'a>(
+    fields: impl IntoIterator<Item = (&'a str, &'a [u8])> + Clone,
+    from: Origin<'a>,
+    forwarding: &'a Forwarding,
+) -> (Vec<(&'a str, &'a str)>, Vec<&'a str>) {
+    let options = connection_options(fields.clone());
+    let (mut out, mut dropped) = (Vec::with_capacity(16), Vec::new());
+    for (name, value) in fields {
+        let passed = !is_one_of(name, &REQUEST_OWN) && !is_one_of(name, &FORWARDING) && !is_hop_by_hop(name, &options);
+        let extended = is_one_of(name, &["forwarded", "x-forwarded-for"]);
+        if !passed && !extended {
+            continue;
+        }
+        match std::str::from_utf8(value) {
+            Ok(value) if passed => out.push((name, value)),
+            Ok(_) => {}
+            Err(_) => dropped.push(name),
         }
     }
-    let ip = from.peer.ip();
-    let address = address_text(ip);
-    let mut element = String::with_capacity(64);
-    element.push_str("for=");
-    push_forwarded_node(&mut element, ip, &address);
+    out.push(("Forwarded", forwarding.forwarded()));
+    out.push(("X-Forwarded-For", forwarding.forwarded_for()));
+    out.push(("X-Forwarded-Proto", from.proto));
     if let Some(host) = from.host {
-        element.push_str(";host=");
-        push_quoted_if_needed(&mut element, host);
+        out.push(("X-Forwarded-Host", host));
     }
-    element.push_str(";proto=");
-    element.push_str(from.proto);
-    out.push(("Forwarded".to_owned(), join_with(&forwarded, element)));
-    out.push(("X-Forwarded-For".to_owned(), join_with(&forwarded_for, address)));
-    out.push(("X-Forwarded-Proto".to_owned(), from.proto.to_owned()));
-    if let Some(host) = from.host {
-        out.push(("X-Forwarded-Host".to_owned(), host.to_owned()));
-    }
-    out.push(("Via".to_owned(), "1.1 neverblock".to_owned()));
+    out.push(("Via", "1.1 neverblock"));
     (out, dropped)
 }
 
-/// The values of a list field, then `last` (which is all of it when there are none: the usual case,
-/// a request from a client rather than from another proxy).
-fn join_with(values: &[&str], last: String) -> String {
-    let mut joined: Vec<&str> = values.iter().map(|v| v.trim()).filter(|v| !v.is_empty()).collect();
-    if joined.is_empty() {
-        return last;
-    }
-    joined.push(&last);
-    joined.join(", ")
-}
-
-/// `ip` as text, as its `Display` writes it; an IPv4 address, the usual case, written digit by
-/// digit rather than through the formatting machinery, as it is made for every proxied request.
-fn address_text(ip: IpAddr) -> String {
-    let IpAddr::V4(v4) = ip else { return ip.to_string() };
-    let mut text = String::with_capacity(15);
+/// Appends `ip` as its `Display` writes it; an IPv4 address, the usual case, digit by digit rather
+/// than through the formatting machinery, as it is written for every proxied request.
+fn push_address(out: &mut String, ip: IpAddr) {
+    let IpAddr::V4(v4) = ip else {
+        // Writing to a String does not fail.
+        let _ = write!(out, "{ip}");
+        return;
+    };
     for (i, octet) in v4.octets().into_iter().enumerate() {
         if i > 0 {
-            text.push('.');
+            out.push('.');
         }
         if octet >= 100 {
-            text.push(char::from(b'0' + octet / 100));
+            out.push(char::from(b'0' + octet / 100));
         }
         if octet >= 10 {
-            text.push(char::from(b'0' + octet / 10 % 10));
+            out.push(char::from(b'0' + octet / 10 % 10));
         }
-        text.push(char::from(b'0' + octet % 10));
+        out.push(char::from(b'0' + octet % 10));
     }
-    text
 }
 
-/// Appends the `Forwarded` node for `ip`, whose text is `address` (RFC 7239 §6): an IPv4 address
-/// as it is (an IPv4-mapped IPv6 one too), any other IPv6 address in brackets, quoted.
-fn push_forwarded_node(out: &mut String, ip: IpAddr, address: &str) {
+/// Appends the `Forwarded` node for `ip` (RFC 7239 §6): an IPv4 address as it is (an IPv4-mapped
+/// IPv6 one too), any other IPv6 address in brackets, quoted.
+fn push_forwarded_node(out: &mut String, ip: IpAddr) {
     match ip {
-        IpAddr::V4(_) => out.push_str(address),
+        IpAddr::V4(_) => push_address(out, ip),
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => out.push_str(&address_text(IpAddr::V4(v4))),
+            Some(v4) => push_address(out, IpAddr::V4(v4)),
             None => {
                 out.push_str("\"[");
-                out.push_str(address);
+                push_address(out, ip);
                 out.push_str("]\"");
             }
         },
@@ -146,46 +190,57 @@ fn push_forwarded_node(out: &mut String, ip: IpAddr, address: &str) {
 
 /// Appends `value` as a `Forwarded` parameter value: a token as it is, anything else quoted.
 fn push_quoted_if_needed(out: &mut String, value: &str) {
-    let token =
-        !value.is_empty() && value.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
-    if token {
+    if !value.is_empty() && every_byte(value.as_bytes(), is_token_char) {
         return out.push_str(value);
     }
     out.push('"');
-    for c in value.chars() {
-        if matches!(c, '\\' | '"') {
-            out.push('\\');
-        }
-        out.push(c);
+    let mut rest = value;
+    while let Some(at) = rest.bytes().position(|b| b == b'\\' || b == b'"') {
+        out.push_str(&rest[..at]);
+        out.push('\\');
+        out.push_str(&rest[at..=at]);
+        rest = &rest[at + 1..];
     }
+    out.push_str(rest);
     out.push('"');
 }
 
-/// The upstream response's fields to pass to the client, moved out of `fields`: all but the
-/// hop-by-hop ones and its framing (`Content-Length` is kept for a HEAD, whose empty body it does
-/// not describe), and any whose value is not UTF-8.
-pub(super) fn downstream_response(
-    fields: Vec<(String, Vec<u8>)>,
+/// The upstream response's `fields` to pass to the client: all but the hop-by-hop ones and its
+/// framing (`Content-Length` is kept for a HEAD, whose empty body it does not describe), and any
+/// whose value is not UTF-8.
+pub(super) fn downstream_response<'a>(
+    fields: impl Iterator<Item = (&'a str, &'a [u8])> + Clone,
     head_request: bool,
-) -> impl Iterator<Item = (String, String)> {
-    let options = connection_options(fields.iter().map(|(name, value)| (name.as_str(), value.as_slice())));
+) -> impl Iterator<Item = (&'a str, &'a str)> {
+    let options = connection_options(fields.clone());
     fields
-        .into_iter()
         .filter(move |(name, _)| !is_hop_by_hop(name, &options))
-        .filter(move |(name, _)| head_request || !name.eq_ignore_ascii_case("content-length"))
-        .filter_map(|(name, value)| Some((name, String::from_utf8(value).ok()?)))
+        .filter(move |(name, _)| head_request || !is_named(name.as_bytes(), b"content-length"))
+        .filter_map(|(name, value)| Some((name, std::str::from_utf8(value).ok()?)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn names(fields: &[(String, String)]) -> Vec<&str> {
-        fields.iter().map(|(n, _)| n.as_str()).collect()
+    fn names<'a>(fields: &[(&'a str, &str)]) -> Vec<&'a str> {
+        fields.iter().map(|&(n, _)| n).collect()
     }
 
-    fn value<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> {
-        fields.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    fn value<'a>(fields: &[(&str, &'a str)], name: &str) -> Option<&'a str> {
+        fields.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|&(_, v)| v)
+    }
+
+    /// The fields sent upstream for a request with `sent` from `from`, and the names left out.
+    fn upstream(sent: &[(&str, &[u8])], from: Origin<'_>) -> (Vec<(String, String)>, Vec<String>) {
+        let forwarding = Forwarding::of(sent.iter().copied(), from);
+        let (fields, dropped) = upstream_request(sent.iter().copied(), from, &forwarding);
+        let owned = |text: &str| text.to_owned();
+        (fields.into_iter().map(|(n, v)| (owned(n), owned(v))).collect(), dropped.into_iter().map(owned).collect())
+    }
+
+    fn borrowed(fields: &[(String, String)]) -> Vec<(&str, &str)> {
+        fields.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect()
     }
 
     #[test]
@@ -194,7 +249,9 @@ mod tests {
             ["0.0.0.0", "127.0.0.1", "10.9.99.100", "192.168.1.255", "255.255.255.255", "2001:db8::1", "::ffff:1.2.3.4"]
         {
             let ip: IpAddr = ip.parse().unwrap();
-            assert_eq!(address_text(ip), ip.to_string());
+            let mut text = String::new();
+            push_address(&mut text, ip);
+            assert_eq!(text, ip.to_string());
         }
     }
 
@@ -215,7 +272,8 @@ mod tests {
             ("Cookie", b"a=1"),
         ];
         let from = Origin { peer: "192.0.2.7:5000".parse().unwrap(), host: Some("example.org"), proto: "http" };
-        let (fields, dropped) = upstream_request(&sent, from);
+        let (fields, dropped) = upstream(&sent, from);
+        let fields = borrowed(&fields);
         assert!(dropped.is_empty());
         assert_eq!(
             names(&fields),
@@ -236,7 +294,8 @@ mod tests {
             ("X-Odd", b"caf\xe9"),
         ];
         let from = Origin { peer: "[2001:db8::1]:443".parse().unwrap(), host: Some("[::1]:8080"), proto: "https" };
-        let (fields, dropped) = upstream_request(&sent, from);
+        let (fields, dropped) = upstream(&sent, from);
+        let fields = borrowed(&fields);
         assert_eq!(dropped, ["X-Odd"]);
         assert_eq!(
             value(&fields, "forwarded"),
@@ -244,7 +303,7 @@ mod tests {
         );
         assert_eq!(value(&fields, "x-forwarded-for"), Some("198.51.100.1, 203.0.113.9, 2001:db8::1"));
         assert_eq!(value(&fields, "x-forwarded-proto"), Some("https"), "this hop's scheme, TLS here");
-        assert_eq!(fields.iter().filter(|(n, _)| n == "X-Forwarded-Proto").count(), 1);
+        assert_eq!(fields.iter().filter(|(n, _)| *n == "X-Forwarded-Proto").count(), 1);
     }
 
     #[test]
@@ -260,10 +319,7 @@ mod tests {
             ("Content-Type", b"text/plain"),
             ("X-Odd", b"caf\xe9"),
         ];
-        let passed = |head_request| {
-            let owned = got.iter().map(|&(name, value)| (name.to_owned(), value.to_vec())).collect();
-            downstream_response(owned, head_request).collect::<Vec<_>>()
-        };
+        let passed = |head_request| downstream_response(got.iter().copied(), head_request).collect::<Vec<_>>();
         assert_eq!(names(&passed(false)), ["Set-Cookie", "Content-Type"], "X-Odd is not text");
         assert_eq!(value(&passed(false), "content-type"), Some("text/plain"));
         assert_eq!(

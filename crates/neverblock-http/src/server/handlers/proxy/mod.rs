@@ -12,20 +12,22 @@ mod events;
 mod fields;
 mod upstream;
 
+use std::borrow::Cow;
 use std::fmt;
 use std::io::{self, Read};
 use std::sync::Arc;
 use std::time::Duration;
 
-use url::Url;
+use url::{Position, Url};
 
+use crate::client::{Parts, ResponseStream};
 use crate::error::{Error, ErrorKind};
 use crate::server::{Body, Handler, Request, Response};
 use crate::{Client, Request as Outgoing};
 use events::{InFlight, Observer};
 pub use events::{ProxyEvent, UpstreamFailure};
-use fields::Origin;
-use upstream::{Answer, AnswerBody, Failed};
+use fields::{Forwarding, Origin};
+use upstream::{Answer, Failed};
 
 /// A [`Handler`] that answers every request with what an upstream server answers it.
 ///
@@ -64,8 +66,8 @@ use upstream::{Answer, AnswerBody, Failed};
 pub struct Proxy {
     /// The upstream's origin and path prefix, without a trailing slash.
     base: String,
-    /// The upstream's URL, parsed: each request's URL is made from it.
-    url: Url,
+    /// The upstream's URL, parsed: where every request goes.
+    url: Arc<Url>,
     /// The upstream's path prefix, without a trailing slash (empty for none).
     prefix: String,
     timeout: Duration,
@@ -102,7 +104,7 @@ impl Proxy {
         let (base, prefix) = (base(&url), url.path().trim_end_matches('/').to_owned());
         let (timeout, connections) = (Duration::from_secs(60), 1024);
         let client = client(timeout, connections)?;
-        Ok(Proxy { base, url, prefix, timeout, connections, client, observer: None })
+        Ok(Proxy { base, url: Arc::new(url), prefix, timeout, connections, client, observer: None })
     }
 
     /// How long the upstream may take to accept a connection, and then each time to send the next
@@ -187,49 +189,74 @@ impl Proxy {
 
     /// The upstream's answer to `request`, or why there is none.
     fn forward(&self, request: &mut Request<'_>) -> Result<Answer, Failed> {
-        let target = self.target(request.path(), request.query());
+        // The head is borrowed apart from the request, whose body is read as the fields are sent.
+        let (head, parts) = (request.head, request.parts);
+        let target = self.target(parts.path(head), parts.query(head));
         let proto = if request.tls().is_some() { "https" } else { "http" };
-        let from = Origin { peer: request.peer_addr(), host: request.header("host"), proto };
-        let sent: Vec<(&str, &[u8])> = request.headers().collect();
-        let (fields, dropped) = fields::upstream_request(&sent, from);
+        let host = head.get("host").and_then(|host| std::str::from_utf8(host).ok());
+        let from = Origin { peer: request.peer_addr(), host, proto };
+        let forwarding = Forwarding::of(head.fields(), from);
+        let (fields, dropped) = fields::upstream_request(head.fields(), from, &forwarding);
         if !dropped.is_empty() {
             log::debug!("{}: fields that are not UTF-8 were not forwarded: {dropped:?}", request.peer_addr());
         }
-        // The target was made from the upstream's URL, which `new` checked.
-        let outgoing = Outgoing::from_url(request.method(), target).expect("an http(s) URL with a host");
-        let outgoing = fields.into_iter().fold(outgoing, |o, (n, v)| o.header(n, v));
+        // The request's parser (httparse, or h2's for HTTP/2) accepted the method and every field
+        // by HTTP's rules, the target is plain or made by the URL parser, and the forwarding
+        // fields are made of those.
+        let parts = Parts {
+            method: head.method(),
+            url: self.url.clone(),
+            target: Some(&target),
+            headers: &fields,
+            valid: true,
+        };
         let len = request.content_length();
-        upstream::round_trip(&self.client, &outgoing, request.body(), len)
+        upstream::round_trip(&self.client, parts, request.body(), len)
     }
 
-    /// The upstream URL for a request's `path` and `query`: the path after the upstream's own.
-    fn target(&self, path: &str, query: Option<&str>) -> Url {
-        let mut url = self.url.clone();
+    /// The request target upstream for a request's `path` and `query`: the path after the
+    /// upstream's own. A plain path and query (the usual case) are put together as they are;
+    /// anything else goes through the URL parser, which percent-encodes and resolves dot segments
+    /// as it does in a whole URL.
+    fn target<'r>(&self, path: &'r str, query: Option<&'r str>) -> Cow<'r, str> {
         let path = origin_path(path);
+        if is_plain_path(path) && query.is_none_or(is_plain_query) {
+            if self.prefix.is_empty() && query.is_none() {
+                return Cow::Borrowed(path);
+            }
+            let mut target = [self.prefix.as_str(), path].concat();
+            if let Some(query) = query {
+                target.push('?');
+                target.push_str(query);
+            }
+            return Cow::Owned(target);
+        }
+        let mut url = Url::clone(&self.url);
         if self.prefix.is_empty() {
             url.set_path(path);
         } else {
             url.set_path(&[self.prefix.as_str(), path].concat());
         }
         url.set_query(query);
-        url
+        Cow::Owned(url[Position::BeforePath..Position::AfterQuery].to_owned())
     }
 
     /// The client's response for the upstream's `answer`.
     fn respond(&self, request: &Request<'_>, answer: Answer, in_flight: InFlight) -> Response {
         let head_request = request.method() == "HEAD";
-        let mut response = Response::new(answer.status);
-        for (name, value) in fields::downstream_response(answer.fields, head_request) {
-            response.append_header(name, value);
+        let mut response = Response::new(answer.status());
+        for (name, value) in fields::downstream_response(answer.head().fields(), head_request) {
+            response.append_header(name.to_owned(), value.to_owned());
         }
-        if head_request || matches!(answer.status, 204 | 304) {
+        if head_request || matches!(answer.status(), 204 | 304) {
             return response;
         }
-        let (stream, len) = match answer.body {
+        let stream = match answer {
             // A short body goes out in one write with the head; its request is done with the upstream.
-            AnswerBody::Read(bytes) => return response.body(bytes),
-            AnswerBody::Stream { reader, len } => (reader, len),
+            Answer::Read(read) => return response.body(read.into_body()),
+            Answer::Stream(stream) => stream,
         };
+        let len = stream.content_length();
         let body = UpstreamBody {
             stream,
             what: format!("{} {} {}", request.peer_addr(), request.method(), request.target()),
@@ -262,9 +289,9 @@ impl Handler for Proxy {
     fn handle(&self, request: &mut Request<'_>) -> Response {
         let in_flight = InFlight::start(self.observer.clone());
         match self.forward(request) {
-            Ok(answer) if answer.status >= 200 => self.respond(request, answer, in_flight),
+            Ok(answer) if answer.status() >= 200 => self.respond(request, answer, in_flight),
             Ok(answer) => {
-                let error = Error::new(ErrorKind::Malformed, format!("status {} switches protocols", answer.status));
+                let error = Error::new(ErrorKind::Malformed, format!("status {} switches protocols", answer.status()));
                 self.failed(request, &error, &in_flight)
             }
             Err(Failed::Upstream(error)) => self.failed(request, &error, &in_flight),
@@ -277,7 +304,7 @@ impl Handler for Proxy {
 /// The upstream's response body as the server sends it on: a failure midway is logged and
 /// told, and the request stays in flight until the body is done with.
 struct UpstreamBody {
-    stream: Box<dyn Read>,
+    stream: ResponseStream,
     /// The request, for the log.
     what: String,
     sent: u64,
@@ -306,6 +333,25 @@ impl Read for UpstreamBody {
             }
         }
     }
+}
+
+/// Whether `path` reads the same once the URL parser has had it: it starts with `/`, holds only
+/// characters a path keeps as they are (letters, digits, `-._~!$&'()*+,;=:@/` and `%`, which is
+/// left alone), and no dot segment (not even a percent-encoded one) could be resolved away.
+fn is_plain_path(path: &str) -> bool {
+    let kept = |b: u8| b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@/%".contains(&b);
+    path.starts_with('/') && path.bytes().all(kept) && !path.contains("/.") && !has_encoded_dot(path)
+}
+
+/// Whether `query` reads the same once the URL parser has had it: only letters, digits,
+/// `-._~!$&()*+,;=:@/?` and `%` (an `'` is percent-encoded in the query of an http URL).
+fn is_plain_query(query: &str) -> bool {
+    query.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~!$&()*+,;=:@/?%".contains(&b))
+}
+
+/// Whether `text` holds `%2e` or `%2E`, a dot the URL parser reads as one in a dot segment.
+fn has_encoded_dot(text: &str) -> bool {
+    text.as_bytes().windows(3).any(|w| w[0] == b'%' && w[1] == b'2' && w[2] | 0x20 == b'e')
 }
 
 /// A request path as an origin-form path: `/` for the empty path of an absolute URL without one.
@@ -340,6 +386,11 @@ impl fmt::Debug for Proxy {
 mod tests {
     use super::*;
 
+    /// The target a URL parsed whole asks for.
+    fn parsed_target(text: &str) -> String {
+        Url::parse(text).unwrap()[Position::BeforePath..Position::AfterQuery].to_owned()
+    }
+
     #[test]
     fn a_request_goes_under_the_upstreams_path_as_a_url_parsed_whole_would() {
         for upstream in ["http://127.0.0.1:3000", "http://127.0.0.1:3000/", "http://app.local:81/base/", "http://h/a/b"]
@@ -352,10 +403,57 @@ mod tests {
                     Some(query) => format!("{}{path}?{query}", proxy.base),
                     None => format!("{}{path}", proxy.base),
                 };
-                assert_eq!(made, Url::parse(&text).unwrap(), "{upstream} {path} {query:?}");
+                assert_eq!(made, parsed_target(&text), "{upstream} {path} {query:?}");
             }
         }
         let proxy = Proxy::new("http://h:8/app/").unwrap();
-        assert_eq!(proxy.target("", Some("a")).as_str(), "http://h:8/app/?a", "an empty path is /");
+        assert_eq!(proxy.target("", Some("a")), "/app/?a", "an empty path is /");
+    }
+
+    /// The target the URL parser makes of the upstream's URL with `path` (after its own) and
+    /// `query` set.
+    fn set_in_url(proxy: &Proxy, path: &str, query: Option<&str>) -> String {
+        let mut url = Url::clone(&proxy.url);
+        url.set_path(&[proxy.prefix.as_str(), path].concat());
+        url.set_query(query);
+        url[Position::BeforePath..Position::AfterQuery].to_owned()
+    }
+
+    #[test]
+    fn a_target_put_together_as_it_came_is_what_the_url_parser_makes_of_it() {
+        // Every path and query of up to three of these pieces, plain or not: the proxy's target is
+        // the parser's whether or not it took the parser's way.
+        let pieces = [
+            "/", "a", ".", "..", "%2e", "%2E", "%", "%41", "'", "\"", "#", "?", "\\", "é", " ", "~", "//", "@", ":",
+            "[", "{", "|", "^", "`", "=", "&", "+", ";", ",", "*", "$", "!", "(",
+        ];
+        let mut texts = vec![String::new()];
+        for _ in 0..3 {
+            let longer: Vec<String> =
+                texts.iter().flat_map(|text| pieces.iter().map(move |piece| format!("{text}{piece}"))).collect();
+            texts.extend(longer);
+            texts.dedup();
+        }
+        let (mut plain, mut parsed) = (0, 0);
+        for upstream in ["http://h:1", "http://h:1/app/"] {
+            let proxy = Proxy::new(upstream).unwrap();
+            for text in &texts {
+                let path = format!("/{text}");
+                let whole = set_in_url(&proxy, &path, Some(text));
+                assert_eq!(proxy.target(&path, Some(text)), whole, "{upstream} {path:?} {text:?}");
+                let whole = set_in_url(&proxy, &path, None);
+                match proxy.target(&path, None) {
+                    Cow::Borrowed(target) => {
+                        plain += 1;
+                        assert_eq!(target, whole, "{upstream} {path:?}");
+                    }
+                    Cow::Owned(target) => {
+                        parsed += usize::from(!is_plain_path(&path));
+                        assert_eq!(target, whole, "{upstream} {path:?}");
+                    }
+                }
+            }
+        }
+        assert!(plain > 1000 && parsed > 1000, "both ways were taken: {plain} plain, {parsed} parsed");
     }
 }

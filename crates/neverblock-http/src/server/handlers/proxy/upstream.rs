@@ -4,27 +4,40 @@
 
 use std::io::{self, Read};
 
+use crate::client::{Parts, Response, ResponseStream};
 use crate::error::Error;
-use crate::{Client, Request as Outgoing};
+use crate::wire::client::Upload;
+use crate::wire::head::Head;
+use crate::Client;
 
 /// An answer of known length up to this long is read from the upstream before its head goes to the
 /// client, so both go out in one write (the server writes a body this short with its head).
 const READ_FIRST: u64 = 64 * 1024;
 
-/// The upstream's answer: its status, fields and body.
-pub(super) struct Answer {
-    pub(super) status: u16,
-    pub(super) fields: Vec<(String, Vec<u8>)>,
-    pub(super) body: AnswerBody,
+/// The upstream's answer: its head, and its body, read already or still on the connection.
+pub(super) enum Answer {
+    /// Short, and read whole: the upstream connection is back in the pool already.
+    Read(Response),
+    /// Still on the upstream connection, read as the client takes it; the connection goes back to
+    /// the pool when the body ends.
+    Stream(ResponseStream),
 }
 
-/// An answer's body.
-pub(super) enum AnswerBody {
-    /// Short, and read whole: the upstream connection is back in the pool already.
-    Read(Vec<u8>),
-    /// Still on the upstream connection: `len` bytes (when known), read as the client takes them;
-    /// the connection goes back to the pool when the body ends.
-    Stream { reader: Box<dyn Read>, len: Option<u64> },
+impl Answer {
+    pub(super) fn status(&self) -> u16 {
+        match self {
+            Answer::Read(response) => response.status(),
+            Answer::Stream(stream) => stream.status(),
+        }
+    }
+
+    /// The answer's head.
+    pub(super) fn head(&self) -> &Head {
+        match self {
+            Answer::Read(response) => response.head(),
+            Answer::Stream(stream) => stream.head(),
+        }
+    }
 }
 
 /// Why a request got no answer from the upstream.
@@ -35,20 +48,20 @@ pub(super) enum Failed {
     Upstream(Error),
 }
 
-/// Sends `outgoing` with `body` (`len` bytes, or of unknown length: sent chunked) and returns the
-/// answer once its head has arrived. The request body is read from the client as the upstream
-/// takes it, never whole.
+/// Sends the request of `parts` with `body` (`len` bytes, or of unknown length: sent chunked) and
+/// returns the answer once its head has arrived. The request body is read from the client as the
+/// upstream takes it, never whole.
 pub(super) fn round_trip(
     client: &Client,
-    outgoing: &Outgoing,
+    parts: Parts<'_, &str>,
     body: &mut dyn Read,
     len: Option<u64>,
 ) -> Result<Answer, Failed> {
     let sent = match len {
-        Some(0) => client.send(outgoing),
+        Some(0) => client.send_parts(parts, Upload::Bytes(&[])),
         len => {
             let mut tracked = Tracked { inner: body, failed: false };
-            let sent = client.send_body(outgoing, &mut tracked, len);
+            let sent = client.send_parts(parts, Upload::Reader { reader: &mut tracked, len });
             if sent.is_err() && tracked.failed {
                 return Err(Failed::Client);
             }
@@ -56,15 +69,11 @@ pub(super) fn round_trip(
         }
     };
     let stream = sent.map_err(Failed::Upstream)?;
-    let (status, fields) = (stream.status(), stream.headers().map(|(n, v)| (n.to_owned(), v.to_vec())).collect());
-    let body = match stream.content_length() {
+    match stream.content_length() {
         // A body this short is read first, so it goes to the client in one write with the head.
-        Some(len) if len <= READ_FIRST => {
-            AnswerBody::Read(stream.into_response().map_err(Failed::Upstream)?.into_body())
-        }
-        len => AnswerBody::Stream { reader: Box::new(stream), len },
-    };
-    Ok(Answer { status, fields, body })
+        Some(len) if len <= READ_FIRST => Ok(Answer::Read(stream.into_response().map_err(Failed::Upstream)?)),
+        _ => Ok(Answer::Stream(stream)),
+    }
 }
 
 /// The client's request body, noting whether reading it failed (the client's fault, not the
