@@ -56,6 +56,8 @@ mod error;
 mod head_access;
 #[cfg(feature = "server")]
 pub mod server;
+#[cfg(any(feature = "client", feature = "server"))]
+mod turn_clock;
 mod version;
 #[cfg(any(feature = "client", feature = "server"))]
 mod wire;

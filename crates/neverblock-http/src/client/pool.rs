@@ -134,7 +134,7 @@ impl Host {
     /// Takes the expired connections off the front of `idle`, for the caller to
     /// close once the lock is released.
     fn expire(idle: &mut Vec<Idle>) -> Vec<Idle> {
-        let now = Instant::now();
+        let now = crate::turn_clock::now();
         match idle.partition_point(|idle| idle.expires.is_some_and(|expires| expires <= now)) {
             0 => Vec::new(),
             expired => idle.drain(..expired).collect(),
@@ -145,7 +145,7 @@ impl Host {
     pub(crate) fn put_idle(&self, conn: PooledConn) {
         let thread = thread::current().id();
         let mut idle = lock(&self.idle);
-        idle.push(Idle { conn, expires: Instant::now().checked_add(self.idle_timeout), thread });
+        idle.push(Idle { conn, expires: crate::turn_clock::now().checked_add(self.idle_timeout), thread });
     }
 }
 

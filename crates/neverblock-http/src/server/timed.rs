@@ -17,6 +17,8 @@ use std::time::{Duration, Instant};
 
 use neverblock::net::TcpStream;
 
+use crate::turn_clock::now;
+
 /// How long the next reads (or writes) may wait, in all.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum WaitLimit {
@@ -206,13 +208,6 @@ impl TimedStream {
         limit.set(current.after(start, now(), n));
         Ok(n)
     }
-}
-
-/// Now, to a loop turn: the time the loop read as its running turn began (a wait that parked ends
-/// in a later turn, so it counts whole), or the clock outside a runtime. Timeouts of seconds need
-/// no finer grain, and an I/O call that does not wait reads no clock.
-pub(crate) fn now() -> Instant {
-    neverblock::runtime::turn_start().unwrap_or_else(Instant::now)
 }
 
 #[cfg(test)]

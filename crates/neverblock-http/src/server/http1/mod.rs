@@ -216,7 +216,7 @@ fn serve_until_quiet(http1: &mut Http1, mut wait: HeadWait) -> Quiet {
         if server_loop.registry.is_idle_closed() {
             return Quiet::Ended;
         }
-        let now = super::timed::now();
+        let now = crate::turn_clock::now();
         if matches!(wait, HeadWait::Kept) && conn.has_buffered() {
             wait = HeadWait::First; // pipelined: the next head is there, whole within the header timeout
         }
