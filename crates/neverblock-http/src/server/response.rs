@@ -184,13 +184,14 @@ impl Response {
         self.headers.push((name, FieldValue::Text(value)));
     }
 
-    /// Adds a field the server made itself, valid by construction (a token for a name, a value
-    /// from a parser or a formatter that writes no control byte): not checked again. A value
-    /// shared with other responses (an `Rc<str>`, a file's tag say) is not copied.
-    pub(crate) fn append_valid_header(&mut self, name: &'static str, value: impl Into<FieldValue>) {
-        let value = value.into();
-        debug_assert!(is_valid_field(name, value.as_str()), "{name:?}: {value:?}");
-        self.headers.push((Cow::Borrowed(name), value));
+    /// Adds a field valid by construction (a token for a name, a value from a parser or a
+    /// formatter that writes no control byte: one the server made itself, or one the proxy passes
+    /// on from a head its parser accepted): not checked again. A value shared with other responses
+    /// (an `Rc<str>`, a file's tag say) is not copied.
+    pub(crate) fn append_valid_header(&mut self, name: impl Into<Cow<'static, str>>, value: impl Into<FieldValue>) {
+        let (name, value) = (name.into(), value.into());
+        debug_assert!(is_valid_field(&name, value.as_str()), "{name:?}: {value:?}");
+        self.headers.push((name, value));
     }
 
     /// The first field that cannot be written in a head (a name that is not a token, a value with
@@ -214,6 +215,10 @@ impl Response {
     /// assert_eq!(response.headers().count(), 0);
     /// ```
     pub fn remove_header(&mut self, name: &str) -> Option<Cow<'static, str>> {
+        // The usual call finds nothing: a look at each name, and no list rewritten.
+        if !self.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name)) {
+            return None;
+        }
         let mut first = None;
         self.headers.retain_mut(|(n, v)| {
             let matched = n.eq_ignore_ascii_case(name);

@@ -6,6 +6,7 @@
 
 use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
+use std::ops::Range;
 
 use crate::wire::chunked::is_token_char;
 use crate::wire::{every_byte, is_named};
@@ -68,8 +69,8 @@ pub(super) struct Origin<'a> {
 /// as the fields the proxy sends borrow them.
 pub(super) struct Forwarding {
     text: String,
-    /// Where `Forwarded`'s value ends and `X-Forwarded-For`'s begins.
-    split: usize,
+    forwarded: Range<usize>,
+    forwarded_for: Range<usize>,
 }
 
 impl Forwarding {
@@ -87,25 +88,34 @@ impl Forwarding {
         push_list(&mut text, earlier("forwarded"));
         let ip = from.peer.ip();
         text.push_str("for=");
+        let node_start = text.len();
         push_forwarded_node(&mut text, ip);
+        let node = node_start..text.len();
         if let Some(host) = from.host {
             text.push_str(";host=");
             push_quoted_if_needed(&mut text, host);
         }
         text.push_str(";proto=");
         text.push_str(from.proto);
-        let split = text.len();
+        let forwarded = 0..text.len();
+        let start = text.len();
         push_list(&mut text, earlier("x-forwarded-for"));
-        push_address(&mut text, ip);
-        Forwarding { text, split }
+        let forwarded_for = if text.len() == start && ip.is_ipv4() {
+            // No earlier list, the usual case: the address is the node's text already.
+            node
+        } else {
+            push_address(&mut text, ip);
+            start..text.len()
+        };
+        Forwarding { text, forwarded, forwarded_for }
     }
 
     fn forwarded(&self) -> &str {
-        &self.text[..self.split]
+        &self.text[self.forwarded.clone()]
     }
 
     fn forwarded_for(&self) -> &str {
-        &self.text[self.split..]
+        &self.text[self.forwarded_for.clone()]
     }
 }
 
@@ -122,14 +132,17 @@ fn push_list<'a>(out: &mut String, values: impl Iterator<Item = &'a str>) {
 /// value that is not UTF-8 is left out, with its name returned in the second list), then the
 /// forwarding fields, with the values `forwarding` made.
 pub(super) fn upstream_request<'a>(
-    fields: impl IntoIterator<Item = (&'a str, &'a [u8])> + Clone,
+    fields: impl IntoIterator<Item = (&'a str, &'a [u8])>,
     from: Origin<'a>,
     forwarding: &'a Forwarding,
 ) -> (Vec<(&'a str, &'a str)>, Vec<&'a str>) {
-    let options = connection_options(fields.clone());
-    let (mut out, mut dropped) = (Vec::with_capacity(16), Vec::new());
+    let (mut out, mut dropped, mut options) = (Vec::with_capacity(16), Vec::new(), Vec::new());
     for (name, value) in fields {
-        let passed = !is_one_of(name, &REQUEST_OWN) && !is_one_of(name, &FORWARDING) && !is_hop_by_hop(name, &options);
+        if is_named(name.as_bytes(), b"connection") {
+            options.extend(connection_options([(name, value)]));
+            continue;
+        }
+        let passed = !is_one_of(name, &REQUEST_OWN) && !is_one_of(name, &FORWARDING) && !is_one_of(name, &HOP_BY_HOP);
         let extended = is_one_of(name, &["forwarded", "x-forwarded-for"]);
         if !passed && !extended {
             continue;
@@ -139,6 +152,12 @@ pub(super) fn upstream_request<'a>(
             Ok(_) => {}
             Err(_) => dropped.push(name),
         }
+    }
+    // The fields `Connection` names (rarely any) stay behind too, found once all are seen.
+    if !options.is_empty() {
+        let named = |name: &str| options.iter().any(|option| name.eq_ignore_ascii_case(option));
+        out.retain(|&(name, _)| !named(name));
+        dropped.retain(|&name| !named(name));
     }
     out.push(("Forwarded", forwarding.forwarded()));
     out.push(("X-Forwarded-For", forwarding.forwarded_for()));

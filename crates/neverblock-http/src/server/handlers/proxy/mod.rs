@@ -245,8 +245,9 @@ impl Proxy {
     fn respond(&self, request: &Request<'_>, answer: Answer, in_flight: InFlight) -> Response {
         let head_request = request.method() == "HEAD";
         let mut response = Response::new(answer.status());
+        // Fields the client's parser accepted (a fold made spaces), so valid as they are.
         for (name, value) in fields::downstream_response(answer.head().fields(), head_request) {
-            response.append_header(name.to_owned(), value.to_owned());
+            response.append_valid_header(name.to_owned(), value.to_owned());
         }
         if head_request || matches!(answer.status(), 204 | 304) {
             return response;
