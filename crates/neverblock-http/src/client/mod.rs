@@ -87,7 +87,7 @@ enum Attempt {
 }
 
 /// A request's parts, borrowed: what the client sends on its first hop.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub(crate) struct Parts<'a, F> {
     pub(crate) method: &'a str,
     /// The URL: its origin is where the request goes, and it names the request in errors.
@@ -218,7 +218,7 @@ impl Client {
     /// ```
     pub fn request(&self, request: &Request) -> Result<Response, Error> {
         self.within_total(&request.url, |deadline| {
-            self.follow(Parts::of(request)?, Upload::Bytes(&request.body), deadline)?.into_response()
+            self.follow(&Parts::of(request)?, Upload::Bytes(&request.body), deadline)?.into_response()
         })
     }
 
@@ -243,7 +243,7 @@ impl Client {
     /// ```
     pub fn send(&self, request: &Request) -> Result<ResponseStream, Error> {
         self.within_total(&request.url, |deadline| {
-            self.follow(Parts::of(request)?, Upload::Bytes(&request.body), deadline)
+            self.follow(&Parts::of(request)?, Upload::Bytes(&request.body), deadline)
         })
     }
 
@@ -277,7 +277,7 @@ impl Client {
     /// ```
     pub fn send_body(&self, request: &Request, mut body: impl Read, len: Option<u64>) -> Result<ResponseStream, Error> {
         self.within_total(&request.url, |deadline| {
-            self.follow(Parts::of(request)?, Upload::Reader { reader: &mut body, len }, deadline)
+            self.follow(&Parts::of(request)?, Upload::Reader { reader: &mut body, len }, deadline)
         })
     }
 
@@ -285,8 +285,7 @@ impl Client {
     /// [`send`](Client::send) does: the reverse proxy's way to pass a request on without first
     /// copying each of its fields into a [`Request`].
     pub(crate) fn send_parts(&self, parts: Parts<'_, &str>, body: Upload<'_>) -> Result<ResponseStream, Error> {
-        let url = parts.url.clone();
-        self.within_total(url.as_str(), |deadline| self.follow(parts, body, deadline))
+        self.within_total(parts.url.as_str(), |deadline| self.follow(&parts, body, deadline))
     }
 
     /// Runs `exchange` under the client's total timeout, if it has one: in a fiber, a timeout scope
@@ -307,23 +306,25 @@ impl Client {
 
     fn follow<F: AsRef<str>>(
         &self,
-        parts: Parts<'_, F>,
+        parts: &Parts<'_, F>,
         mut body: Upload<'_>,
         deadline: Option<(Duration, Instant)>,
     ) -> Result<ResponseStream, Error> {
-        let Parts { mut method, url: first, target, headers, valid } = parts;
+        let Parts { method, url: first, target, headers, valid } = parts;
+        let (mut method, headers) = (*method, *headers);
         let head = match target {
-            Some(target) => RequestHead { method, url: &first, target, headers },
-            None => RequestHead::to(method, &first, headers),
+            Some(target) => RequestHead { method, url: first, target, headers },
+            None => RequestHead::to(method, first, headers),
         };
         // Later hops' targets are their URLs' own, which hold nothing a head may not.
-        if valid {
+        if *valid {
             debug_assert!(head.check().is_ok(), "{:?}", head.check());
         } else {
             head.check().map_err(|e| Error::wire(first.as_str(), e))?;
         }
-        let mut response = self.send_once(&head, &first, &mut body, deadline)?;
-        let mut url = first.clone();
+        let mut response = self.send_once(&head, first, &mut body, deadline)?;
+        // The URL of the last hop, once a redirect made one.
+        let mut redirected: Option<Arc<Url>> = None;
         for hop in 0.. {
             if self.inner.redirects == 0 || !is_redirect(response.status()) {
                 return Ok(response);
@@ -335,6 +336,7 @@ impl Client {
                     format!("{first}: more than {} redirects", self.inner.redirects),
                 ));
             }
+            let url = redirected.as_ref().unwrap_or(first);
             let next = url.join(location).map_err(|e| {
                 Error::new(ErrorKind::Malformed, format!("{url}: bad redirect location {location:?}: {e}"))
             })?;
@@ -349,8 +351,8 @@ impl Client {
                 return Ok(response);
             }
             response.skip_body(REDIRECT_BODY_SKIP);
-            url = Arc::new(next);
-            response = self.send_once(&RequestHead::to(method, &url, headers), &url, &mut body, deadline)?;
+            let url = redirected.insert(Arc::new(next));
+            response = self.send_once(&RequestHead::to(method, url, headers), url, &mut body, deadline)?;
         }
         unreachable!("the loop returns")
     }

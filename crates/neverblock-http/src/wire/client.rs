@@ -141,7 +141,7 @@ pub(crate) enum Declared {
 /// target, and the caller's header fields (`String`s from a client `Request`, or borrowed, from a
 /// request the proxy passes on).
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct RequestHead<'a, F = String> {
+pub(crate) struct RequestHead<'a, F> {
     pub(crate) method: &'a str,
     /// A parsed URL holds no CR, LF or NUL: the URL standard drops CR and LF, percent-encodes
     /// control characters in paths and queries, and refuses them in hosts.
@@ -207,10 +207,9 @@ impl<F: AsRef<str>> RequestHead<'_, F> {
     /// Appends the head to `out`: the request line, `Host`, the header fields, and the framing of
     /// `body`. Write only a head that passed [`check`](Self::check).
     pub(crate) fn write_to(&self, out: &mut Vec<u8>, body: Declared) {
-        let target = self.target;
         // The host, and the port unless it is the scheme's default (which the URL does not keep).
         let host = &self.url[Position::BeforeHost..Position::AfterPort];
-        for part in [self.method, " ", target, " HTTP/1.1\r\nHost: ", host, "\r\n"] {
+        for part in [self.method, " ", self.target, " HTTP/1.1\r\nHost: ", host, "\r\n"] {
             out.extend_from_slice(part.as_bytes());
         }
         let is_framing =

@@ -42,8 +42,12 @@ impl Head {
     /// as many spaces (RFC 9112 §5.2), so no value holds a CR or LF.
     #[cfg(feature = "client")]
     pub(crate) fn of_response(bytes: &[u8], parsed: &httparse::Response<'_, '_>) -> Head {
-        let mut head = Head::default();
-        head.fill(bytes, [parsed.reason.unwrap_or_default(), ""], parsed.headers);
+        // A client's head starts empty: room for its text at once, rather than grown a few times
+        // (the field list and the bytes are extended from slices, reserved whole already).
+        let reason = parsed.reason.unwrap_or_default();
+        let names: usize = parsed.headers.iter().map(|h| h.name.len()).sum();
+        let mut head = Head { text: String::with_capacity(reason.len() + names), ..Head::default() };
+        head.fill(bytes, [reason, ""], parsed.headers);
         for field in &head.fields {
             let value = &mut head.bytes[field.value.range()];
             // Every fold has a line feed (httparse takes no CR without one); the usual value has
@@ -107,10 +111,6 @@ impl Head {
         self.bytes.clear();
         self.bytes.extend_from_slice(bytes);
         self.text.clear();
-        // Room for all the text at once: a client's head starts empty, and would grow a few times.
-        let names: usize = headers.iter().map(|h| h.name.len()).sum();
-        self.text.reserve(line[0].len() + line[1].len() + names);
-        self.fields.reserve(headers.len());
         self.line = line.map(|part| Span::push(&mut self.text, part));
         self.request = false;
         self.fields.clear();

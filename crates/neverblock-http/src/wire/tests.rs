@@ -545,6 +545,19 @@ fn request_head_refuses_a_method_or_field_a_head_may_not_hold() {
 }
 
 #[test]
+fn request_head_refuses_a_target_that_is_not_one_word_of_visible_characters() {
+    // A target the caller made (the proxy's) is checked too: a blank, CR, LF, NUL or DEL could end
+    // the request line early.
+    let url = url("http://h/");
+    for target in ["", "/a b", "/a\r\nX-Evil: 1", "/\0", "/\x7f", "/\t"] {
+        let err = RequestHead { method: "GET", url: &url, target, headers: NO_FIELDS }.check().unwrap_err();
+        let what = format!("the target {target:?} is not one word of visible characters");
+        assert_eq!(describe(&err), format!("Malformed: malformed request head: {what}"));
+    }
+    assert!(RequestHead { method: "GET", url: &url, target: "/caf\u{e9}?a=%20", headers: NO_FIELDS }.check().is_ok());
+}
+
+#[test]
 fn a_url_carries_no_cr_lf_or_nul_into_the_head() {
     for text in ["http://h/a\r\nX-Evil: 1", "http://h/?q=\r\n\r\nGET /evil", "http://h/\0x?\0"] {
         let url = url(text);

@@ -28,20 +28,31 @@ const HOP_BY_HOP: [&str; 9] = [
 /// anew, `Expect: 100-continue` was answered by the server, and `Host` is the upstream's.
 const REQUEST_OWN: [&str; 3] = ["content-length", "expect", "host"];
 
-/// Fields the proxy sets on the request itself; the client's own are replaced (`Forwarded` and
-/// `X-Forwarded-For` are extended instead).
-const FORWARDING: [&str; 4] = ["forwarded", "x-forwarded-for", "x-forwarded-proto", "x-forwarded-host"];
+/// Fields the proxy sets on the request itself, the client's own replaced: `X-Forwarded-Proto`,
+/// `X-Forwarded-Host`; and the lists it extends ([`EXTENDED`]).
+const FORWARDING: [&str; 2] = ["x-forwarded-proto", "x-forwarded-host"];
 
-/// The `Connection` field's options, in lower case: the names of more fields to drop.
+/// The lists the proxy extends with this hop: the client's values (from earlier proxies), then its
+/// own.
+const EXTENDED: [&str; 2] = ["forwarded", "x-forwarded-for"];
+
+/// The `Connection` fields' options, in lower case: the names of more fields to drop.
 fn connection_options<'a>(fields: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> Vec<String> {
-    fields
-        .into_iter()
-        .filter(|(name, _)| is_named(name.as_bytes(), b"connection"))
-        .flat_map(|(_, value)| value.split(|&b| b == b','))
+    fields.into_iter().filter(|(name, _)| is_connection(name)).flat_map(|(_, value)| options_of(value)).collect()
+}
+
+/// Whether `name` is `Connection`, in any case.
+fn is_connection(name: &str) -> bool {
+    is_named(name.as_bytes(), b"connection")
+}
+
+/// The options one `Connection` field's `value` lists, in lower case.
+fn options_of(value: &[u8]) -> impl Iterator<Item = String> + '_ {
+    value
+        .split(|&b| b == b',')
         .filter_map(|option| std::str::from_utf8(option).ok())
         .map(|option| option.trim().to_ascii_lowercase())
         .filter(|option| !option.is_empty())
-        .collect()
 }
 
 /// Whether `name` is one of `list` (lowercase names), in any case.
@@ -81,11 +92,12 @@ impl Forwarding {
         from: Origin<'_>,
     ) -> Forwarding {
         let mut text = String::with_capacity(96);
+        let [forwarded, forwarded_for] = EXTENDED;
         let earlier = |list: &'static str| {
             let named = move |&(name, _): &(&str, &[u8])| is_named(name.as_bytes(), list.as_bytes());
             fields.clone().into_iter().filter(named).filter_map(|(_, value)| std::str::from_utf8(value).ok())
         };
-        push_list(&mut text, earlier("forwarded"));
+        push_list(&mut text, earlier(forwarded));
         let ip = from.peer.ip();
         text.push_str("for=");
         let node_start = text.len();
@@ -99,7 +111,7 @@ impl Forwarding {
         text.push_str(from.proto);
         let forwarded = 0..text.len();
         let start = text.len();
-        push_list(&mut text, earlier("x-forwarded-for"));
+        push_list(&mut text, earlier(forwarded_for));
         let forwarded_for = if text.len() == start && ip.is_ipv4() {
             // No earlier list, the usual case: the address is the node's text already.
             node
@@ -138,18 +150,21 @@ pub(super) fn upstream_request<'a>(
 ) -> (Vec<(&'a str, &'a str)>, Vec<&'a str>) {
     let (mut out, mut dropped, mut options) = (Vec::with_capacity(16), Vec::new(), Vec::new());
     for (name, value) in fields {
-        if is_named(name.as_bytes(), b"connection") {
-            options.extend(connection_options([(name, value)]));
+        if is_connection(name) {
+            options.extend(options_of(value));
             continue;
         }
-        let passed = !is_one_of(name, &REQUEST_OWN) && !is_one_of(name, &FORWARDING) && !is_one_of(name, &HOP_BY_HOP);
-        let extended = is_one_of(name, &["forwarded", "x-forwarded-for"]);
-        if !passed && !extended {
+        // The lists `forwarding` extended already, the proxy's own fields, and this hop's.
+        let extended = is_one_of(name, &EXTENDED);
+        if extended || is_one_of(name, &REQUEST_OWN) || is_one_of(name, &FORWARDING) || is_one_of(name, &HOP_BY_HOP) {
+            // A list's value that is not text was left out of it: named with the others.
+            if extended && std::str::from_utf8(value).is_err() {
+                dropped.push(name);
+            }
             continue;
         }
         match std::str::from_utf8(value) {
-            Ok(value) if passed => out.push((name, value)),
-            Ok(_) => {}
+            Ok(value) => out.push((name, value)),
             Err(_) => dropped.push(name),
         }
     }

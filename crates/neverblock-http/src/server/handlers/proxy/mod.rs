@@ -232,11 +232,7 @@ impl Proxy {
             return Cow::Owned(target);
         }
         let mut url = Url::clone(&self.url);
-        if self.prefix.is_empty() {
-            url.set_path(path);
-        } else {
-            url.set_path(&[self.prefix.as_str(), path].concat());
-        }
+        url.set_path(&[self.prefix.as_str(), path].concat());
         url.set_query(query);
         Cow::Owned(url[Position::BeforePath..Position::AfterQuery].to_owned())
     }
