@@ -1,6 +1,7 @@
 //! The client: requests, redirects, timeouts and the stale-connection retry, over a keep-alive
 //! pool of plain or TLS connections; responses as streams, or read whole.
 
+use std::borrow::Cow;
 use std::io::{self, Read};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -91,7 +92,9 @@ enum Attempt {
 pub(crate) struct Parts<'a, F> {
     pub(crate) method: &'a str,
     /// The URL: its origin is where the request goes, and it names the request in errors.
-    pub(crate) url: Arc<Url>,
+    /// Borrowed when the caller holds it parsed (the proxy's upstream, a `Request` made from a
+    /// `Url`): no count taken per request.
+    pub(crate) url: Cow<'a, Arc<Url>>,
     /// The path and query to ask for, when not the URL's own.
     pub(crate) target: Option<&'a str>,
     pub(crate) headers: &'a [(F, F)],
@@ -109,8 +112,8 @@ impl<'a> Parts<'a, String> {
     /// [`ErrorKind::InvalidUrl`] if its URL did not parse.
     fn of(request: &'a Request) -> Result<Parts<'a, String>, Error> {
         let url = match &request.parsed {
-            Some(url) => url.clone(),
-            None => Arc::new(parse(&request.url)?),
+            Some(url) => Cow::Borrowed(url),
+            None => Cow::Owned(Arc::new(parse(&request.url)?)),
         };
         Ok(Parts { method: &request.method, url, target: None, headers: &request.headers, valid: false })
     }
@@ -310,8 +313,9 @@ impl Client {
         mut body: Upload<'_>,
         deadline: Option<(Duration, Instant)>,
     ) -> Result<ResponseStream, Error> {
-        let Parts { method, url: first, target, headers, valid } = parts;
+        let Parts { method, url, target, headers, valid } = parts;
         let (mut method, headers) = (*method, *headers);
+        let first: &Arc<Url> = url;
         let head = match target {
             Some(target) => RequestHead { method, url: first, target, headers },
             None => RequestHead::to(method, first, headers),

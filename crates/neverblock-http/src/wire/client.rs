@@ -176,8 +176,8 @@ impl<F: AsRef<str>> RequestHead<'_, F> {
         if self.target.is_empty() || !every_byte(self.target.as_bytes(), |b| b > b' ' && b != 0x7f) {
             return reject(format!("the target {:?} is not one word of visible characters", self.target));
         }
-        let headers = self.headers.iter().map(|(name, value)| (name.as_ref(), value.as_ref()));
-        match headers.clone().find(|&(name, value)| !is_valid_field(name, value)) {
+        let mut headers = self.headers.iter().map(|(name, value)| (name.as_ref(), value.as_ref()));
+        match headers.find(|&(name, value)| !is_valid_field(name, value)) {
             Some((name, _)) if !is_token(name) => reject(format!("the header name {name:?} is not a token")),
             Some((name, _)) => reject(format!("a control byte in the value of header {name:?}")),
             None => Ok(()),

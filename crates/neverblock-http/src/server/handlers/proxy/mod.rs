@@ -205,7 +205,7 @@ impl Proxy {
         // fields are made of those.
         let parts = Parts {
             method: head.method(),
-            url: self.url.clone(),
+            url: Cow::Borrowed(&self.url),
             target: Some(&target),
             headers: &fields,
             valid: true,
